@@ -1,0 +1,94 @@
+# sunmao — build, test, bench, install. Everything is discovered from the tree:
+#   instances/<name>.c  -> $(BUILD)/lib<name>.so (malloc_socket, drop-in) and
+#                          $(BUILD)/libsm_<name>.a (custom_socket, prefixed sm_<name>_*)
+#   tests/unit/<t>.c    -> $(BUILD)/tests/unit/<t>      (per-layer unit tests, fake next layer)
+#   tests/api/<t>.c|.cc -> $(BUILD)/tests/api/<t>       (plain programs, run per instance by scripts)
+#   tests/*/*.sh        -> run by tests/run.sh with BUILD and INSTANCES in the environment
+CC      ?= gcc
+CXX     ?= g++
+BUILD   ?= build
+PREFIX  ?= /usr/local
+OPT     ?= -O2
+WERROR  ?=
+SAN     ?=
+# 1 when `make` installs what it needs itself (CI and fresh machines); 0 to skip apt-get.
+AUTO_DEPS ?= 1
+
+WARN     := -Wall -Wextra $(if $(WERROR),-Werror)
+CPPFLAGS += -Iinclude -D_GNU_SOURCE
+CFLAGS   += -std=c11 $(OPT) -g $(WARN) -fPIC -fvisibility=hidden $(SAN)
+CXXFLAGS += -std=c++17 $(OPT) -g $(WARN) -fPIC -fvisibility=hidden $(SAN)
+LDLIBS   += -lpthread
+
+INSTANCES  := $(sort $(basename $(notdir $(wildcard instances/*.c))))
+HEADERS    := $(shell find include -name '*.h')
+SHARED_LIBS:= $(INSTANCES:%=$(BUILD)/lib%.so)
+STATIC_LIBS:= $(INSTANCES:%=$(BUILD)/libsm_%.a)
+UNIT_SRCS  := $(wildcard tests/unit/*.c)
+UNIT_BINS  := $(UNIT_SRCS:tests/unit/%.c=$(BUILD)/tests/unit/%)
+API_CSRCS  := $(wildcard tests/api/*.c tests/stress/*.c tests/programs/*.c)
+API_CXXSRCS:= $(wildcard tests/api/*.cc)
+API_BINS   := $(API_CSRCS:tests/%.c=$(BUILD)/tests/%) $(API_CXXSRCS:tests/%.cc=$(BUILD)/tests/%)
+TEST_SUPPORT := $(wildcard tests/support/*.h)
+
+.PHONY: all libs tests test bench install uninstall clean deps check-headers check-layering
+all: libs tests
+
+libs: $(SHARED_LIBS) $(STATIC_LIBS)
+tests: $(UNIT_BINS) $(API_BINS)
+
+# The drop-in library: the instance composed over malloc_socket, plus the C++ operator shim.
+$(BUILD)/obj/%.o: instances/%.c $(HEADERS) | $(BUILD)/obj
+	$(CC) $(CPPFLAGS) $(CFLAGS) -c $< -o $@
+$(BUILD)/obj/new_delete.o: src/cxx/new_delete.cc | $(BUILD)/obj
+	$(CXX) $(CPPFLAGS) $(CXXFLAGS) -c $< -o $@
+$(BUILD)/lib%.so: $(BUILD)/obj/%.o $(BUILD)/obj/new_delete.o
+	$(CXX) -shared $(SAN) -o $@ $^ $(LDLIBS)
+
+# The prefixed library: the same composition over custom_socket (sm_<name>_malloc, ...).
+$(BUILD)/obj/sm_%.o: instances/%.c $(HEADERS) | $(BUILD)/obj
+	$(CC) $(CPPFLAGS) -DSM_PREFIX=sm_$*_ $(CFLAGS) -c $< -o $@
+$(BUILD)/libsm_%.a: $(BUILD)/obj/sm_%.o
+	rm -f $@ && ar rcs $@ $^
+
+$(BUILD)/tests/unit/%: tests/unit/%.c $(HEADERS) $(TEST_SUPPORT)
+	@mkdir -p $(@D)
+	$(CC) $(CPPFLAGS) -I. $(CFLAGS) $< -o $@ $(LDLIBS)
+$(BUILD)/tests/%: tests/%.c $(TEST_SUPPORT)
+	@mkdir -p $(@D)
+	$(CC) $(CPPFLAGS) -I. $(CFLAGS) $< -o $@ $(LDLIBS) -ldl
+$(BUILD)/tests/%: tests/%.cc $(TEST_SUPPORT)
+	@mkdir -p $(@D)
+	$(CXX) $(CPPFLAGS) -I. $(CXXFLAGS) $< -o $@ $(LDLIBS) -ldl
+
+$(BUILD)/obj:
+	mkdir -p $@
+
+deps:
+	@AUTO_DEPS=$(AUTO_DEPS) tools/ensure-deps.sh build
+
+# The README's test command: builds, then runs every test; the last line is the summary.
+test: deps all
+	@BUILD=$(BUILD) INSTANCES="$(INSTANCES)" tests/run.sh
+
+check-headers:
+	@tools/check-headers.sh
+check-layering:
+	@tools/check-layering.sh
+
+bench: deps libs
+	@AUTO_DEPS=$(AUTO_DEPS) tools/ensure-deps.sh bench
+	@BUILD=$(BUILD) INSTANCES="$(INSTANCES)" bench/run.sh
+
+install: libs
+	install -d $(DESTDIR)$(PREFIX)/lib $(DESTDIR)$(PREFIX)/include
+	install -m 755 $(SHARED_LIBS) $(DESTDIR)$(PREFIX)/lib/
+	install -m 644 $(STATIC_LIBS) $(DESTDIR)$(PREFIX)/lib/
+	cp -R include/sunmao $(DESTDIR)$(PREFIX)/include/
+
+uninstall:
+	rm -rf $(DESTDIR)$(PREFIX)/include/sunmao
+	rm -f $(INSTANCES:%=$(DESTDIR)$(PREFIX)/lib/lib%.so) $(INSTANCES:%=$(DESTDIR)$(PREFIX)/lib/libsm_%.a)
+
+clean:
+	rm -rf $(BUILD)

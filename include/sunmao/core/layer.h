@@ -1,0 +1,66 @@
+/* The layer contract (Mortise paper, Table 1 and §2.2) and the helpers a layer template uses.
+ * Framework core.
+ *
+ * A layer is a header with no include guard — a template. Including it after defining
+ *     SM_LAYER   the name of this layer instance (an identifier, e.g. tlsf_heap)
+ *     SM_NEXT    the instance it passes requests to (absent for an OS layer)
+ *     SM_<SLOT>  one macro per policy slot the layer declares (SM_SYNC, SM_SIZECLASS, ...)
+ *     SM_OPT_*   the layer's options, each with a documented default
+ * defines the instance: a static object holding its state and these static inline functions
+ * (all names prefixed by SM_LAYER, shown here as L_):
+ *
+ *   enum constants (layer properties, checked by compositions with _Static_assert):
+ *     L_thread_safe  1 if concurrent calls are safe (a lock policy other than `none` makes it so)
+ *     L_min_align    alignment of every block it returns, whatever was requested
+ *     L_zeroed       1 if every block it returns is zero-filled
+ *   int   L_create(void)             create the layer's shared object; calls the next layer's first.
+ *                                    0 on success, -1 (errno set) on failure.
+ *   void *L_alloc(sm_mctx_t *c)      serve c->size bytes aligned to c->align, or pass the request on
+ *                                    to the next layer (outside the size_handle range, or on a miss);
+ *                                    sets and returns c->ptr; NULL (errno = ENOMEM) when no memory.
+ *   void  L_free(sm_mctx_t *c)       release c->ptr if this layer owns it, else pass it on.
+ *   bool  L_getmeta(sm_mctx_t *c)    if a layer at or below this one owns c->ptr, fill c->usable and
+ *                                    c->owner and return true; false means "nobody owns it".
+ *   bool  L_resize(sm_mctx_t *c, size_t n)  grow or shrink c->ptr in place to >= n usable bytes;
+ *                                    false leaves the block untouched (the socket then moves it).
+ *   void  L_thread_exit(void)        the calling thread is exiting: return its cached state.
+ *   void  L_fork_prepare(void)       take every lock of this layer, then the next layer's;
+ *   void  L_fork_parent(void)        release them in the parent;
+ *   void  L_fork_child(void)         make them usable again in the (single-threaded) child.
+ *
+ * Layers are stateless functions of the context: their state lives in the instance's static object,
+ * or in thread-local storage for per-thread layers, never in globals shared across instances.
+ * A request starts at the socket (top) and moves toward the OS layer (bottom) until a layer
+ * serves it; a layer may call only its own next layer, so the data flow is one-way.
+ */
+#ifndef SUNMAO_CORE_LAYER_H
+#define SUNMAO_CORE_LAYER_H
+
+#include <errno.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include "compiler.h"
+#include "mctx.h"
+
+/* Name of this instance's function or object `name`, and of the next instance's. */
+#define SM_FN(name)      SM_CAT3(SM_LAYER, _, name)
+#define SM_NEXT_FN(name) SM_CAT3(SM_NEXT, _, name)
+#define SM_LAYER_NAME    SM_STR(SM_LAYER)
+
+/* A property of any composed layer instance, for _Static_assert in compositions. */
+#define SM_PROP(layer, prop) SM_CAT3(layer, _, prop)
+
+/* Policy slots: a policy named P of kind K provides functions and types named sm_K_P_<fn>. */
+#define SM_POLICY_FN(kind, policy, fn) SM_CAT4(sm_, kind, _, SM_CAT3(policy, _, fn))
+#define SM_SYNC_FN(fn)      SM_POLICY_FN(sync, SM_SYNC, fn)
+#define SM_SYNC_INIT        SM_CAT3(SM_SYNC_, SM_SYNC, _INIT)
+#define SM_SIZECLASS_FN(fn) SM_POLICY_FN(sizeclass, SM_SIZECLASS, fn)
+#define SM_CHKSUM_FN(fn)    SM_POLICY_FN(chksum, SM_CHKSUM, fn)
+#define SM_ERR_FN(fn)       SM_POLICY_FN(err, SM_ERR, fn)
+
+/* Options (SM_OPT_*) are read once, when the template is included: a template gives each a
+ * default with #ifndef, and #undefs its own options at its end, so the next inclusion starts clean.
+ * The common parameters are #undef'd by core/layer_end.h, which every template includes last. */
+
+#endif /* SUNMAO_CORE_LAYER_H */

@@ -1,0 +1,10 @@
+/* Included last by every layer template (no include guard): clears the parameters of the instance
+ * just defined so the next inclusion cannot inherit them by accident. Framework core. */
+#undef SM_LAYER
+#undef SM_NEXT
+#undef SM_SYNC
+#undef SM_SIZECLASS
+#undef SM_CHKSUM
+#undef SM_ERR
+#undef SM_SIZE_MIN
+#undef SM_SIZE_MAX

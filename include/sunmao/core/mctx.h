@@ -1,0 +1,40 @@
+/* The request context (paper Table 1: mctx). A socket builds one per request on its stack, every
+ * layer reads and updates it, and the result travels back in it. Framework core. */
+#ifndef SUNMAO_CORE_MCTX_H
+#define SUNMAO_CORE_MCTX_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* Request flags. */
+enum {
+    SM_F_ZERO  = 1u << 0, /* the block must be returned zero-filled (calloc) */
+    SM_F_SIZED = 1u << 1, /* free: ctx->size is the size the user asked for (free_sized, sized delete) */
+};
+
+typedef struct sm_mctx {
+    size_t size;     /* alloc: bytes requested; free: user size if SM_F_SIZED, else 0 */
+    size_t align;    /* alloc: required alignment, a power of two (SM_MIN_ALIGN when unspecified) */
+    unsigned flags;  /* SM_F_* */
+    int cpu;         /* cmalloc-style sockets pass a CPU/partition hint; -1 when none */
+    void *ptr;       /* alloc: the result; free/getmeta/resize: the block in question */
+    size_t usable;   /* getmeta: bytes usable at ptr, filled by the owning layer */
+    const char *owner; /* getmeta: name of the layer that owns ptr (for diagnostics and tests) */
+} sm_mctx_t;
+
+/* Every layer hands out blocks aligned to at least this, as malloc(3) requires on x86-64. */
+#define SM_MIN_ALIGN 16u
+
+static inline sm_mctx_t sm_mctx_alloc(size_t size, size_t align, unsigned flags)
+{
+    sm_mctx_t c = { size, align < SM_MIN_ALIGN ? SM_MIN_ALIGN : align, flags, -1, NULL, 0, NULL };
+    return c;
+}
+
+static inline sm_mctx_t sm_mctx_block(void *ptr, size_t size, unsigned flags)
+{
+    sm_mctx_t c = { size, SM_MIN_ALIGN, flags, -1, ptr, 0, NULL };
+    return c;
+}
+
+#endif

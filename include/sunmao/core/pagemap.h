@@ -1,0 +1,87 @@
+/* A sparse three-level radix map from address granules to one word each: O(1) block -> metadata
+ * lookup (TCMalloc's page map, paper seed 001) without headers in front of user blocks.
+ * Framework core data structure, used by layers that must recognise their own blocks.
+ *
+ * Covers 48-bit user addresses. The granule (1 << shift bytes, shift >= 12) is chosen per map.
+ * Lookups take no lock (three dependent loads); updates are serialised by the owning layer's lock.
+ * Interior nodes come from a caller-supplied allocator (normally the next layer, so the map works
+ * on every OS layer, static pools included) and are never freed: the map is as large as the
+ * address range the layer ever used, at 8 bytes per granule in 32 KiB nodes. */
+#ifndef SUNMAO_CORE_PAGEMAP_H
+#define SUNMAO_CORE_PAGEMAP_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+#include "compiler.h"
+
+#define SM_PAGEMAP_ADDR_BITS 48
+#define SM_PAGEMAP_NODE_BITS 12
+#define SM_PAGEMAP_NODE_BYTES ((size_t)sizeof(uintptr_t) << SM_PAGEMAP_NODE_BITS)
+
+typedef struct sm_pagemap {
+    uintptr_t **root[1u << SM_PAGEMAP_NODE_BITS];
+} sm_pagemap_t;
+
+/* Returns a zero-filled block of SM_PAGEMAP_NODE_BYTES, or NULL. */
+typedef void *sm_pagemap_node_alloc_fn(size_t bytes);
+
+SM_INLINE unsigned sm_pagemap_root_bits(unsigned shift)
+{
+    return SM_PAGEMAP_ADDR_BITS - shift - 2 * SM_PAGEMAP_NODE_BITS;
+}
+
+/* The word for the granule holding addr; 0 where nothing was set. */
+SM_INLINE uintptr_t sm_pagemap_get(const sm_pagemap_t *m, unsigned shift, const void *addr)
+{
+    uintptr_t g = (uintptr_t)addr >> shift;
+    if (sm_unlikely(g >> (SM_PAGEMAP_ADDR_BITS - shift)))
+        return 0;
+    uintptr_t **mid = __atomic_load_n(&m->root[g >> (2 * SM_PAGEMAP_NODE_BITS)], __ATOMIC_ACQUIRE);
+    if (!mid)
+        return 0;
+    uintptr_t *leaf = __atomic_load_n(&mid[(g >> SM_PAGEMAP_NODE_BITS) & ((1u << SM_PAGEMAP_NODE_BITS) - 1)],
+                                      __ATOMIC_ACQUIRE);
+    if (!leaf)
+        return 0;
+    return __atomic_load_n(&leaf[g & ((1u << SM_PAGEMAP_NODE_BITS) - 1)], __ATOMIC_RELAXED);
+}
+
+/* Set the word of every granule in [addr, addr + len). Returns false (map unchanged for the
+ * granules not yet reached) only if a node could not be allocated. Caller holds the layer's lock. */
+static inline bool sm_pagemap_set(sm_pagemap_t *m, unsigned shift, const void *addr, size_t len, uintptr_t value,
+                                  sm_pagemap_node_alloc_fn *node_alloc)
+{
+    uintptr_t g = (uintptr_t)addr >> shift;
+    uintptr_t end = ((uintptr_t)addr + len + ((uintptr_t)1 << shift) - 1) >> shift;
+    const uintptr_t node_mask = (1u << SM_PAGEMAP_NODE_BITS) - 1;
+    if (end > ((uintptr_t)1 << (SM_PAGEMAP_ADDR_BITS - shift)))
+        return false;
+    for (; g < end; g++) {
+        uintptr_t ***slot = &m->root[g >> (2 * SM_PAGEMAP_NODE_BITS)];
+        uintptr_t **mid = *slot;
+        if (!mid) {
+            if (value == 0)
+                continue; /* clearing a granule that was never set */
+            mid = (uintptr_t **)node_alloc(SM_PAGEMAP_NODE_BYTES);
+            if (!mid)
+                return false;
+            __atomic_store_n(slot, mid, __ATOMIC_RELEASE);
+        }
+        uintptr_t **lslot = &mid[(g >> SM_PAGEMAP_NODE_BITS) & node_mask];
+        uintptr_t *leaf = *lslot;
+        if (!leaf) {
+            if (value == 0)
+                continue;
+            leaf = (uintptr_t *)node_alloc(SM_PAGEMAP_NODE_BYTES);
+            if (!leaf)
+                return false;
+            __atomic_store_n(lslot, leaf, __ATOMIC_RELEASE);
+        }
+        __atomic_store_n(&leaf[g & node_mask], value, __ATOMIC_RELAXED);
+    }
+    return true;
+}
+
+#endif

@@ -1,0 +1,42 @@
+/* passthrough: an add-on layer that serves nothing and passes every request to the next layer.
+ * It is the paper's `fake` layer (§4.4, question 1): composing it anywhere must not change the
+ * machine code of the allocator, which tests/unit/compose_zero_cost checks. It is also the smallest
+ * complete example of the layer contract (core/layer.h) to copy when writing a new layer.
+ *
+ * Parameters: SM_LAYER, SM_NEXT. Slots: size_handle (requests outside it skip the layer; here
+ * both paths are the same, which is the point). Properties: those of the next layer. */
+#include "../../core/layer.h"
+
+#ifndef SM_LAYER
+#error "passthrough: define SM_LAYER (this instance's name) before including"
+#endif
+#ifndef SM_NEXT
+#error "passthrough: define SM_NEXT (the layer below) before including"
+#endif
+#include "../../policies/size_handle.h"
+
+enum {
+    SM_FN(thread_safe) = SM_PROP(SM_NEXT, thread_safe),
+    SM_FN(min_align) = SM_PROP(SM_NEXT, min_align),
+    SM_FN(zeroed) = SM_PROP(SM_NEXT, zeroed),
+};
+
+SM_INLINE int SM_FN(create)(void) { return SM_NEXT_FN(create)(); }
+
+SM_INLINE void *SM_FN(alloc)(sm_mctx_t *c)
+{
+    if (!SM_FN(handles_size)(c->size))
+        return SM_NEXT_FN(alloc)(c);
+    /* A real layer would serve the request here; this one has nothing of its own to give. */
+    return SM_NEXT_FN(alloc)(c);
+}
+
+SM_INLINE void SM_FN(free)(sm_mctx_t *c) { SM_NEXT_FN(free)(c); }
+SM_INLINE bool SM_FN(getmeta)(sm_mctx_t *c) { return SM_NEXT_FN(getmeta)(c); }
+SM_INLINE bool SM_FN(resize)(sm_mctx_t *c, size_t n) { return SM_NEXT_FN(resize)(c, n); }
+SM_INLINE void SM_FN(thread_exit)(void) { SM_NEXT_FN(thread_exit)(); }
+SM_INLINE void SM_FN(fork_prepare)(void) { SM_NEXT_FN(fork_prepare)(); }
+SM_INLINE void SM_FN(fork_parent)(void) { SM_NEXT_FN(fork_parent)(); }
+SM_INLINE void SM_FN(fork_child)(void) { SM_NEXT_FN(fork_child)(); }
+
+#include "../../core/layer_end.h"

@@ -1,0 +1,21 @@
+/* chksum policy `magic`: a fixed per-process word. Catches overwrites of the word itself (overflow
+ * into the next block's header or tail), costs one load and compare.
+ * Every chksum policy P provides type sm_chksum_P_t and
+ *   sm_chksum_P_t sm_chksum_P_compute(const void *block, size_t size)   (paper §2.2 (4)). */
+#ifndef SUNMAO_POLICY_CHKSUM_MAGIC_H
+#define SUNMAO_POLICY_CHKSUM_MAGIC_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include "../../core/compiler.h"
+#include "../../core/secret.h"
+
+typedef uint64_t sm_chksum_magic_t;
+
+SM_INLINE sm_chksum_magic_t sm_chksum_magic_compute(const void *block, size_t size)
+{
+    (void)block, (void)size;
+    return sm_secret() ^ 0xa5a5a5a5a5a5a5a5ull;
+}
+
+#endif

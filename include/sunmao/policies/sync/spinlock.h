@@ -1,0 +1,54 @@
+/* sync policy `spinlock`: test-and-test-and-set with exponential pause backoff, yielding the CPU
+ * after a bounded spin so a preempted holder cannot stall waiters for a whole time slice.
+ * Cheapest when contention is spread over many locks (per-size-class locks). Not fair. */
+#ifndef SUNMAO_POLICY_SYNC_SPINLOCK_H
+#define SUNMAO_POLICY_SYNC_SPINLOCK_H
+
+#include <sched.h>
+#include "../../core/compiler.h"
+
+typedef struct { int locked; } sm_sync_spinlock_t;
+#define SM_SYNC_spinlock_INIT { 0 }
+enum { sm_sync_spinlock_thread_safe = 1 };
+
+SM_INLINE void sm_sync_spinlock_cpu_relax(void)
+{
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#elif defined(__aarch64__)
+    __asm__ __volatile__("yield");
+#endif
+}
+
+SM_SLOWPATH void sm_sync_spinlock_contended(sm_sync_spinlock_t *l)
+{
+    unsigned spins = 1;
+    do {
+        while (__atomic_load_n(&l->locked, __ATOMIC_RELAXED)) {
+            if (spins < 1024) {
+                for (unsigned i = 0; i < spins; i++)
+                    sm_sync_spinlock_cpu_relax();
+                spins <<= 1;
+            } else {
+                sched_yield();
+            }
+        }
+    } while (__atomic_exchange_n(&l->locked, 1, __ATOMIC_ACQUIRE));
+}
+
+SM_INLINE void sm_sync_spinlock_lock(sm_sync_spinlock_t *l)
+{
+    if (sm_unlikely(__atomic_exchange_n(&l->locked, 1, __ATOMIC_ACQUIRE)))
+        sm_sync_spinlock_contended(l);
+}
+
+SM_INLINE void sm_sync_spinlock_unlock(sm_sync_spinlock_t *l) { __atomic_store_n(&l->locked, 0, __ATOMIC_RELEASE); }
+SM_INLINE void sm_sync_spinlock_reinit(sm_sync_spinlock_t *l) { l->locked = 0; }
+SM_INLINE void sm_sync_spinlock_atomic_exec(sm_sync_spinlock_t *l, void (*fn)(void *), void *arg)
+{
+    sm_sync_spinlock_lock(l);
+    fn(arg);
+    sm_sync_spinlock_unlock(l);
+}
+
+#endif

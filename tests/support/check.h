@@ -1,0 +1,83 @@
+/* Minimal test-case reporting shared by every test program. Each case prints one line,
+ *   ok <program>: <case>   |   not ok <program>: <case>: <why>   |   skip <program>: <case>: <why>
+ * and tests/run.sh counts those lines into the `N passed, N failed, N skipped` summary.
+ * A program exits non-zero if any of its cases failed. */
+#ifndef SUNMAO_TEST_CHECK_H
+#define SUNMAO_TEST_CHECK_H
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static const char *check_program = "test";
+static int check_failures_total;
+static int check_case_failed;
+static const char *check_case_name;
+
+static inline void check_begin(const char *program) { check_program = program; setvbuf(stdout, NULL, _IONBF, 0); }
+
+/* Fail the current case with a message (the first failure of a case is the one reported). */
+#define CHECK(cond)                                                                                    \
+    do {                                                                                               \
+        if (!(cond))                                                                                   \
+            check_fail_at(__FILE__, __LINE__, "%s", #cond);                                            \
+    } while (0)
+#define CHECKF(cond, ...)                                                                              \
+    do {                                                                                               \
+        if (!(cond))                                                                                   \
+            check_fail_at(__FILE__, __LINE__, __VA_ARGS__);                                            \
+    } while (0)
+
+__attribute__((format(printf, 3, 4))) static inline void check_fail_at(const char *file, int line, const char *fmt, ...)
+{
+    if (check_case_failed++)
+        return;
+    char why[512];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(why, sizeof why, fmt, ap);
+    va_end(ap);
+    printf("not ok %s: %s: %s:%d: %s\n", check_program, check_case_name, file, line, why);
+}
+
+/* Run one case: RUN_CASE(fn) calls void fn(void) and reports it. */
+#define RUN_CASE(fn) check_run_case(#fn, fn)
+static inline void check_run_case(const char *name, void (*fn)(void))
+{
+    check_case_name = name;
+    check_case_failed = 0;
+    fn();
+    if (check_case_failed)
+        check_failures_total++;
+    else
+        printf("ok %s: %s\n", check_program, name);
+}
+
+static inline void check_skip(const char *name, const char *why) { printf("skip %s: %s: %s\n", check_program, name, why); }
+
+static inline int check_end(void) { return check_failures_total ? 1 : 0; }
+
+/* Fill patterns: every byte depends on the block address and a seed, so a block that was
+ * handed out twice or overwritten by a neighbour is caught when it is verified. */
+static inline unsigned char check_pattern_byte(const void *block, size_t i, unsigned seed)
+{
+    size_t x = (size_t)block ^ (i * 0x9e3779b1u) ^ seed;
+    return (unsigned char)(x ^ (x >> 11) ^ (x >> 23));
+}
+static inline void check_fill(void *block, size_t n, unsigned seed)
+{
+    unsigned char *b = (unsigned char *)block;
+    for (size_t i = 0; i < n; i++)
+        b[i] = check_pattern_byte(block, i, seed);
+}
+static inline int check_verify(const void *block, size_t n, unsigned seed)
+{
+    const unsigned char *b = (const unsigned char *)block;
+    for (size_t i = 0; i < n; i++)
+        if (b[i] != check_pattern_byte(block, i, seed))
+            return 0;
+    return 1;
+}
+
+#endif

@@ -1,0 +1,97 @@
+/* A fake bottom layer for per-layer unit tests: serves requests from libc (posix_memalign), fills
+ * fresh blocks with 0xCD garbage so a layer that forgets to zero is caught, records every call and
+ * can be told to run out of memory. Template: define SM_LAYER (no SM_NEXT) before including.
+ * Live blocks are tracked in a table, so getmeta and free without a size work as the contract
+ * says and a free of a block the fake never gave out is counted as a contract violation. */
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sunmao/core/layer.h>
+
+#ifndef SM_LAYER
+#error "fake_next: define SM_LAYER before including"
+#endif
+#define FAKE_MAX_BLOCKS 8192
+
+struct SM_FN(block) { void *ptr; size_t size; };
+static struct {
+    pthread_mutex_t lock;
+    struct SM_FN(block) blocks[FAKE_MAX_BLOCKS];
+    size_t live_blocks, live_bytes;
+    size_t limit_bytes;                  /* 0 = unlimited; above it alloc fails with ENOMEM */
+    unsigned long allocs, frees, failed, bad_frees, creates, forks, thread_exits;
+} SM_FN(obj) = { PTHREAD_MUTEX_INITIALIZER, { { 0, 0 } }, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0 };
+
+enum { SM_FN(thread_safe) = 1, SM_FN(min_align) = 16, SM_FN(zeroed) = 0 };
+
+static inline int SM_FN(create)(void) { SM_FN(obj).creates++; return 0; }
+
+static inline void *SM_FN(alloc)(sm_mctx_t *c)
+{
+    pthread_mutex_lock(&SM_FN(obj).lock);
+    void *p = NULL;
+    size_t n = c->size ? c->size : 1;
+    if ((SM_FN(obj).limit_bytes && SM_FN(obj).live_bytes + n > SM_FN(obj).limit_bytes) ||
+        SM_FN(obj).live_blocks == FAKE_MAX_BLOCKS ||
+        posix_memalign(&p, c->align < sizeof(void *) ? sizeof(void *) : c->align, n) != 0) {
+        SM_FN(obj).failed++;
+        pthread_mutex_unlock(&SM_FN(obj).lock);
+        errno = ENOMEM;
+        return c->ptr = NULL;
+    }
+    memset(p, 0xCD, n);
+    SM_FN(obj).blocks[SM_FN(obj).live_blocks++] = (struct SM_FN(block)){ p, n };
+    SM_FN(obj).live_bytes += n;
+    SM_FN(obj).allocs++;
+    pthread_mutex_unlock(&SM_FN(obj).lock);
+    return c->ptr = p;
+}
+
+static inline long SM_FN(find_locked)(const void *p)
+{
+    for (size_t i = 0; i < SM_FN(obj).live_blocks; i++)
+        if (SM_FN(obj).blocks[i].ptr == p)
+            return (long)i;
+    return -1;
+}
+
+static inline void SM_FN(free)(sm_mctx_t *c)
+{
+    pthread_mutex_lock(&SM_FN(obj).lock);
+    long i = SM_FN(find_locked)(c->ptr);
+    if (i < 0 || ((c->flags & SM_F_SIZED) && c->size > SM_FN(obj).blocks[i].size)) {
+        SM_FN(obj).bad_frees++;
+    } else {
+        SM_FN(obj).live_bytes -= SM_FN(obj).blocks[i].size;
+        free(SM_FN(obj).blocks[i].ptr);
+        SM_FN(obj).blocks[i] = SM_FN(obj).blocks[--SM_FN(obj).live_blocks];
+        SM_FN(obj).frees++;
+    }
+    pthread_mutex_unlock(&SM_FN(obj).lock);
+}
+
+static inline bool SM_FN(getmeta)(sm_mctx_t *c)
+{
+    pthread_mutex_lock(&SM_FN(obj).lock);
+    long i = SM_FN(find_locked)(c->ptr);
+    if (i >= 0) {
+        c->usable = SM_FN(obj).blocks[i].size;
+        c->owner = SM_LAYER_NAME;
+    }
+    pthread_mutex_unlock(&SM_FN(obj).lock);
+    return i >= 0;
+}
+
+static inline bool SM_FN(resize)(sm_mctx_t *c, size_t n)
+{
+    sm_mctx_t m = *c;
+    return SM_FN(getmeta)(&m) && n <= m.usable;
+}
+
+static inline void SM_FN(thread_exit)(void) { SM_FN(obj).thread_exits++; }
+static inline void SM_FN(fork_prepare)(void) { pthread_mutex_lock(&SM_FN(obj).lock); SM_FN(obj).forks++; }
+static inline void SM_FN(fork_parent)(void) { pthread_mutex_unlock(&SM_FN(obj).lock); }
+static inline void SM_FN(fork_child)(void) { pthread_mutex_init(&SM_FN(obj).lock, NULL); }
+
+#undef FAKE_MAX_BLOCKS
+#include <sunmao/core/layer_end.h>

@@ -10,6 +10,8 @@
 enum {
     SM_F_ZERO  = 1u << 0, /* the block must be returned zero-filled (calloc) */
     SM_F_SIZED = 1u << 1, /* free: ctx->size is the size the user asked for (free_sized, sized delete) */
+    SM_F_FRESH = 1u << 2, /* alloc result: the block is fresh zero-filled memory from the OS, so a
+                           * calloc need not clear it (set by the layer that returns such a block) */
 };
 
 typedef struct sm_mctx {

@@ -1,0 +1,257 @@
+/* The malloc(3) API over a composed layer stack: the request semantics both malloc_socket and
+ * custom_socket share (paper Table 1: the socket's C_m, C_f and D functions). Template, included by
+ * those two sockets only, with
+ *   SM_NEXT        the top layer of the composition
+ *   SM_ERR         err policy for bad pointers handed to realloc/malloc_usable_size
+ *   SM_API(name)   the exported name of API function `name`
+ *   SM_SOCKET_THREAD_EXIT  (optional, 0 by default) 1 when a layer keeps per-thread state: the
+ *                  socket then calls the stack's thread_exit hook when each thread ends
+ *
+ * Start-up: the first call initialises the stack (layer create hooks, bottom-up) with no memory
+ * of its own, so allocations from libc internals, dlsym and constructors before main all work.
+ * Fork safety: pthread_atfork handlers take every layer lock top-down before fork and release
+ * them (parent) or re-create them (child), so a child of a multi-threaded parent never inherits
+ * a lock held by a thread that does not exist there. */
+#include <errno.h>
+#include <pthread.h>
+#include <stdint.h>
+#include <string.h>
+#include <sys/auxv.h>
+#include "../core/bits.h"
+#include "../core/layer.h"
+#include "../core/secret.h"
+#include "../os/prim.h"
+
+#ifndef SM_NEXT
+#error "socket: define SM_NEXT (the top layer of the composition) before including"
+#endif
+#ifndef SM_ERR
+#error "socket: policy slot 'err' is empty (SM_ERR = warn|fatal|callback)"
+#endif
+#ifndef SM_API
+#error "socket: define SM_API(name), the exported name of each API function"
+#endif
+
+_Static_assert(SM_PROP(SM_NEXT, thread_safe), "socket: the layer below a malloc(3) socket must be thread-safe");
+_Static_assert(SM_PROP(SM_NEXT, min_align) >= SM_MIN_ALIGN, "socket: the layer below must align blocks to 16 bytes");
+
+/* Requests above this are refused up front, as glibc does: no object may exceed PTRDIFF_MAX. */
+#define SM_SOCKET_MAX_REQUEST ((size_t)PTRDIFF_MAX)
+
+enum { SM_SOCKET_UNINIT, SM_SOCKET_INITIALISING, SM_SOCKET_READY };
+static int sm_socket_state;
+static int sm_socket_hooks_registered;
+static pthread_mutex_t sm_socket_init_lock = PTHREAD_MUTEX_INITIALIZER;
+
+#ifndef SM_SOCKET_THREAD_EXIT
+#define SM_SOCKET_THREAD_EXIT 0
+#endif
+#if SM_SOCKET_THREAD_EXIT
+/* A pthread key's destructor is the one exit hook that also runs for threads the program did
+ * not create through us; it needs a non-NULL value, set at each thread's first request. */
+static pthread_key_t sm_socket_thread_key;
+static __thread bool sm_socket_thread_attached;
+static void sm_socket_thread_exit(void *unused)
+{
+    (void)unused;
+    SM_NEXT_FN(thread_exit)();
+}
+SM_SLOWPATH void sm_socket_thread_attach(void)
+{
+    sm_socket_thread_attached = true;
+    pthread_setspecific(sm_socket_thread_key, (void *)1);
+}
+#endif
+
+static void sm_socket_fork_prepare(void) { SM_NEXT_FN(fork_prepare)(); }
+static void sm_socket_fork_parent(void) { SM_NEXT_FN(fork_parent)(); }
+static void sm_socket_fork_child(void) { SM_NEXT_FN(fork_child)(); }
+
+SM_SLOWPATH bool sm_socket_init_slow(void)
+{
+    pthread_mutex_lock(&sm_socket_init_lock);
+    int state = __atomic_load_n(&sm_socket_state, __ATOMIC_ACQUIRE);
+    if (state == SM_SOCKET_UNINIT) {
+        __atomic_store_n(&sm_socket_state, SM_SOCKET_INITIALISING, __ATOMIC_RELAXED);
+        const unsigned char *random = (const unsigned char *)getauxval(AT_RANDOM);
+        if (random) {
+            uint64_t seed;
+            memcpy(&seed, random, sizeof seed);
+            sm_secret_seed(seed);
+        }
+        if (SM_NEXT_FN(create)() == 0)
+            state = SM_SOCKET_READY;
+        else
+            state = SM_SOCKET_UNINIT; /* try again on the next call; this one fails with ENOMEM */
+        __atomic_store_n(&sm_socket_state, state, __ATOMIC_RELEASE);
+    }
+    pthread_mutex_unlock(&sm_socket_init_lock);
+    if (state != SM_SOCKET_READY)
+        return false;
+    /* Registered outside the init lock and after the stack is ready: glibc's pthread_atfork
+     * allocates, and that allocation must find a working allocator, not a held lock. */
+    if (!__atomic_exchange_n(&sm_socket_hooks_registered, 1, __ATOMIC_ACQ_REL)) {
+        pthread_atfork(sm_socket_fork_prepare, sm_socket_fork_parent, sm_socket_fork_child);
+#if SM_SOCKET_THREAD_EXIT
+        pthread_key_create(&sm_socket_thread_key, sm_socket_thread_exit);
+#endif
+    }
+    return true;
+}
+
+SM_INLINE bool sm_socket_ready(void)
+{
+    return sm_likely(__atomic_load_n(&sm_socket_state, __ATOMIC_ACQUIRE) == SM_SOCKET_READY) || sm_socket_init_slow();
+}
+
+/* The one allocation path every API function funnels into. */
+SM_INLINE void *sm_socket_alloc(size_t size, size_t align, unsigned flags)
+{
+    if (sm_unlikely(size > SM_SOCKET_MAX_REQUEST || align > SM_SOCKET_MAX_REQUEST / 2 || !sm_socket_ready())) {
+        errno = ENOMEM;
+        return NULL;
+    }
+#if SM_SOCKET_THREAD_EXIT
+    if (sm_unlikely(!sm_socket_thread_attached))
+        sm_socket_thread_attach();
+#endif
+    sm_mctx_t c = sm_mctx_alloc(size ? size : 1, align, flags);
+    void *p = SM_NEXT_FN(alloc)(&c);
+    if (sm_unlikely(!p)) {
+        errno = ENOMEM;
+        return NULL;
+    }
+    if ((flags & SM_F_ZERO) && !(c.flags & SM_F_FRESH))
+        memset(p, 0, size);
+    return p;
+}
+
+SM_INLINE void sm_socket_free(void *ptr, size_t size, unsigned flags)
+{
+    if (!ptr)
+        return;
+    sm_mctx_t c = sm_mctx_block(ptr, size, flags);
+    SM_NEXT_FN(free)(&c);
+}
+
+/* Usable size of an owned block; 0 (after reporting) for a pointer no layer owns. */
+SM_INLINE size_t sm_socket_usable(void *ptr, const char *api)
+{
+    sm_mctx_t c = sm_mctx_block(ptr, 0, 0);
+    if (sm_likely(sm_socket_ready() && SM_NEXT_FN(getmeta)(&c)))
+        return c.usable;
+    SM_ERR_FN(raise)(SM_ERR_INVALID_FREE, api, ptr, "pointer was not allocated here");
+    return 0;
+}
+
+SM_EXPORT void *SM_API(malloc)(size_t size) { return sm_socket_alloc(size, SM_MIN_ALIGN, 0); }
+
+SM_EXPORT void SM_API(free)(void *ptr) { sm_socket_free(ptr, 0, 0); }
+
+SM_EXPORT void *SM_API(calloc)(size_t n, size_t size)
+{
+    size_t total;
+    if (sm_unlikely(__builtin_mul_overflow(n, size, &total))) {
+        errno = ENOMEM;
+        return NULL;
+    }
+    return sm_socket_alloc(total, SM_MIN_ALIGN, SM_F_ZERO);
+}
+
+SM_EXPORT void *SM_API(realloc)(void *ptr, size_t size)
+{
+    if (!ptr)
+        return sm_socket_alloc(size, SM_MIN_ALIGN, 0);
+    if (size == 0) { /* glibc semantics, which programs on this platform rely on: free, NULL */
+        sm_socket_free(ptr, 0, 0);
+        return NULL;
+    }
+    if (sm_unlikely(size > SM_SOCKET_MAX_REQUEST)) {
+        errno = ENOMEM;
+        return NULL;
+    }
+    size_t usable = sm_socket_usable(ptr, "realloc");
+    if (sm_unlikely(usable == 0)) {
+        errno = EINVAL;
+        return NULL;
+    }
+    /* Keep the block when it still fits and would not waste more than half of it. */
+    if (size <= usable && size >= usable / 2)
+        return ptr;
+    sm_mctx_t c = sm_mctx_block(ptr, 0, 0);
+    if (SM_NEXT_FN(resize)(&c, size))
+        return ptr;
+    void *moved = sm_socket_alloc(size, SM_MIN_ALIGN, 0);
+    if (!moved)
+        return size <= usable ? ptr : NULL; /* a shrink that cannot move still succeeds */
+    memcpy(moved, ptr, size < usable ? size : usable);
+    sm_socket_free(ptr, 0, 0);
+    return moved;
+}
+
+SM_EXPORT void *SM_API(reallocarray)(void *ptr, size_t n, size_t size)
+{
+    size_t total;
+    if (sm_unlikely(__builtin_mul_overflow(n, size, &total))) {
+        errno = ENOMEM;
+        return NULL;
+    }
+    return SM_API(realloc)(ptr, total);
+}
+
+SM_EXPORT int SM_API(posix_memalign)(void **out, size_t align, size_t size)
+{
+    if (!sm_is_pow2(align) || align % sizeof(void *) != 0)
+        return EINVAL;
+    int saved = errno; /* POSIX: the result is the return value; errno is left alone */
+    void *p = sm_socket_alloc(size, align, 0);
+    errno = saved;
+    if (!p)
+        return ENOMEM;
+    *out = p;
+    return 0;
+}
+
+SM_EXPORT void *SM_API(aligned_alloc)(size_t align, size_t size)
+{
+    if (!sm_is_pow2(align)) { /* C17 DR 460: an unsupported alignment fails */
+        errno = EINVAL;
+        return NULL;
+    }
+    return sm_socket_alloc(size, align, 0);
+}
+
+/* The obsolete memalign accepts any alignment; like glibc, round it up to a power of two. */
+SM_EXPORT void *SM_API(memalign)(size_t align, size_t size)
+{
+    if (align > SM_SOCKET_MAX_REQUEST / 2) {
+        errno = EINVAL;
+        return NULL;
+    }
+    if (!sm_is_pow2(align))
+        align = align ? (size_t)1 << sm_log2_ceil(align) : SM_MIN_ALIGN;
+    return sm_socket_alloc(size, align, 0);
+}
+
+SM_EXPORT void *SM_API(valloc)(size_t size) { return sm_socket_alloc(size, sm_os_page_size(), 0); }
+
+SM_EXPORT void *SM_API(pvalloc)(size_t size)
+{
+    size_t page = sm_os_page_size();
+    size_t rounded = sm_align_up(size ? size : 1, page);
+    if (rounded < size) {
+        errno = ENOMEM;
+        return NULL;
+    }
+    return sm_socket_alloc(rounded, page, 0);
+}
+
+SM_EXPORT size_t SM_API(malloc_usable_size)(void *ptr) { return ptr ? sm_socket_usable(ptr, "malloc_usable_size") : 0; }
+
+/* C23: the caller promises the size (and alignment) it allocated with; layers may use it. */
+SM_EXPORT void SM_API(free_sized)(void *ptr, size_t size) { sm_socket_free(ptr, size, SM_F_SIZED); }
+SM_EXPORT void SM_API(free_aligned_sized)(void *ptr, size_t align, size_t size)
+{
+    (void)align;
+    sm_socket_free(ptr, size, SM_F_SIZED);
+}

@@ -1,0 +1,361 @@
+/* buddy_glk: a core layer that serves power-of-two blocks carved from chunks of the next layer by a
+ * binary buddy system under one global lock (Mortise paper, Table 2).
+ *
+ * Parameters: SM_LAYER, SM_NEXT. Slots: sync (required), err (required), size_handle (requests
+ * outside it go to the next layer).
+ * Options:
+ *   SM_OPT_MIN_BLOCK   smallest block, a power of two >= 16 (default 4096, so a slab layer above can
+ *                      build its pages from it)
+ *   SM_OPT_CHUNK_SIZE  bytes taken from the next layer at a time, aligned to their own size; also the
+ *                      largest block: bigger requests go to the next layer (default 4 MiB)
+ * Properties: thread_safe from the sync policy; min_align is SM_OPT_MIN_BLOCK, or the next layer's
+ * if smaller (requests this layer passes on keep the next layer's alignment); zeroed 0.
+ *
+ * A block of order k is 2^k bytes at a chunk offset that is a multiple of 2^k, so it is aligned to
+ * its own size: an alignment request costs nothing beyond asking for max(size, align) bytes.
+ * No header sits in the blocks (users get exact powers of two, a slab layer above gets 64 KiB blocks
+ * aligned to 64 KiB). Instead each chunk has a descriptor, itself taken from the next layer, with one
+ * state byte per min block, found in O(1) through a page map at chunk granularity. The byte of a
+ * block's first min block holds its order and whether it is free or allocated; all others are 0.
+ * Free blocks are linked per order through their own first 16 bytes.
+ *
+ * When a chunk becomes entirely free it goes back to the next layer, unless no other chunk is
+ * entirely free: that one stays as a spare, so a program hovering around a chunk boundary does not
+ * map and unmap a chunk on every call, and at most one idle chunk is ever held. */
+#include <string.h>
+#include "../../core/bits.h"
+#include "../../core/errors.h"
+#include "../../core/layer.h"
+#include "../../core/pagemap.h"
+
+#ifndef SM_LAYER
+#error "buddy_glk: define SM_LAYER (this instance's name) before including"
+#endif
+#ifndef SM_NEXT
+#error "buddy_glk: define SM_NEXT (the layer below) before including"
+#endif
+#ifndef SM_SYNC
+#error "buddy_glk: policy slot 'sync' is empty (SM_SYNC = none|spinlock|mutex)"
+#endif
+#ifndef SM_ERR
+#error "buddy_glk: policy slot 'err' is empty (SM_ERR = warn|fatal|callback)"
+#endif
+#include "../../policies/size_handle.h"
+
+#ifndef SM_OPT_MIN_BLOCK
+#define SM_OPT_MIN_BLOCK 4096
+#endif
+#ifndef SM_OPT_CHUNK_SIZE
+#define SM_OPT_CHUNK_SIZE ((size_t)4 << 20)
+#endif
+_Static_assert((SM_OPT_MIN_BLOCK) >= 16 && ((SM_OPT_MIN_BLOCK) & ((SM_OPT_MIN_BLOCK) - 1)) == 0,
+               "buddy_glk: SM_OPT_MIN_BLOCK must be a power of two >= 16 (a free block holds two links)");
+_Static_assert((SM_OPT_CHUNK_SIZE) >= 4096 && (SM_OPT_CHUNK_SIZE) >= (SM_OPT_MIN_BLOCK) &&
+                   ((SM_OPT_CHUNK_SIZE) & ((SM_OPT_CHUNK_SIZE) - 1)) == 0,
+               "buddy_glk: SM_OPT_CHUNK_SIZE must be a power of two >= 4096 and >= SM_OPT_MIN_BLOCK");
+
+enum {
+    SM_FN(min_order) = __builtin_ctzll(SM_OPT_MIN_BLOCK),  /* log2 of the smallest block */
+    SM_FN(max_order) = __builtin_ctzll(SM_OPT_CHUNK_SIZE), /* log2 of a chunk, the largest block */
+    SM_FN(thread_safe) = SM_SYNC_FN(thread_safe),
+    SM_FN(min_align) = (SM_OPT_MIN_BLOCK) < SM_PROP(SM_NEXT, min_align) ? (SM_OPT_MIN_BLOCK)
+                                                                       : SM_PROP(SM_NEXT, min_align),
+    SM_FN(zeroed) = 0,
+};
+/* One bit per order in a 64-bit mask of non-empty free lists. */
+_Static_assert(SM_FN(max_order) - SM_FN(min_order) < 64, "buddy_glk: too many orders between min block and chunk");
+
+/* State byte of a block's first min block; the bytes of the rest of the block are 0. */
+#define SM_BUDDY_FREE  0x40u
+#define SM_BUDDY_USED  0x80u
+#define SM_BUDDY_ORDER 0x3fu
+#define SM_BUDDY_BIT(k) ((uint64_t)1 << ((k) - SM_FN(min_order)))
+
+struct SM_FN(free_block) {
+    struct SM_FN(free_block) *next, *prev;
+};
+
+struct SM_FN(chunk) {
+    char *base;
+    struct SM_FN(chunk) *next, *prev; /* every chunk, so diagnostics and tests can walk the heap */
+    uint8_t state[(SM_OPT_CHUNK_SIZE) / (SM_OPT_MIN_BLOCK)];
+};
+
+static struct {
+    SM_SYNC_FN(t) lock;
+    uint64_t nonempty; /* bit k - min_order: the free list of order k has a block */
+    struct SM_FN(free_block) *free[SM_FN(max_order) - SM_FN(min_order) + 1];
+    struct SM_FN(chunk) *chunks;
+    size_t chunk_count, map_nodes;
+    sm_pagemap_t map; /* chunk granule -> its descriptor */
+} SM_FN(obj) = { .lock = SM_SYNC_INIT };
+
+SM_INLINE struct SM_FN(chunk) *SM_FN(chunk_of)(const void *p)
+{
+    return (struct SM_FN(chunk) *)sm_pagemap_get(&SM_FN(obj).map, SM_FN(max_order), p);
+}
+
+SM_INLINE void SM_FN(push)(unsigned order, void *block)
+{
+    struct SM_FN(free_block) *b = (struct SM_FN(free_block) *)block, **head = &SM_FN(obj).free[order - SM_FN(min_order)];
+    b->prev = NULL;
+    b->next = *head;
+    if (*head)
+        (*head)->prev = b;
+    *head = b;
+    SM_FN(obj).nonempty |= SM_BUDDY_BIT(order);
+}
+
+SM_INLINE void SM_FN(unlink)(unsigned order, void *block)
+{
+    struct SM_FN(free_block) *b = (struct SM_FN(free_block) *)block, **head = &SM_FN(obj).free[order - SM_FN(min_order)];
+    if (b->prev)
+        b->prev->next = b->next;
+    else
+        *head = b->next;
+    if (b->next)
+        b->next->prev = b->prev;
+    if (!*head)
+        SM_FN(obj).nonempty &= ~SM_BUDDY_BIT(order);
+}
+
+/* Page-map nodes come from the next layer so the map works over any OS layer, static pools included. */
+static void *SM_FN(map_node_alloc)(size_t bytes)
+{
+    sm_mctx_t r = sm_mctx_alloc(bytes, SM_CACHELINE, 0);
+    void *p = SM_NEXT_FN(alloc)(&r);
+    if (p) {
+        if (!(r.flags & SM_F_FRESH))
+            memset(p, 0, bytes);
+        SM_FN(obj).map_nodes++;
+    }
+    return p;
+}
+
+/* Adds one entirely free chunk to the heap. Caller holds the lock: the next layer is called under it
+ * so two threads that miss at once do not both take a chunk. */
+SM_SLOWPATH bool SM_FN(grow)(void)
+{
+    sm_mctx_t r = sm_mctx_alloc(SM_OPT_CHUNK_SIZE, SM_OPT_CHUNK_SIZE, 0);
+    char *base = (char *)SM_NEXT_FN(alloc)(&r);
+    if (!base)
+        return false;
+    sm_mctx_t d = sm_mctx_alloc(sizeof(struct SM_FN(chunk)), SM_MIN_ALIGN, 0);
+    struct SM_FN(chunk) *ch = (struct SM_FN(chunk) *)SM_NEXT_FN(alloc)(&d);
+    /* A misaligned chunk would break every buddy computation: refuse it rather than trust it. */
+    if (!ch || !sm_ptr_aligned(base, SM_OPT_CHUNK_SIZE) ||
+        !sm_pagemap_set(&SM_FN(obj).map, SM_FN(max_order), base, SM_OPT_CHUNK_SIZE, (uintptr_t)ch,
+                        SM_FN(map_node_alloc))) {
+        if (ch) {
+            sm_mctx_t f = sm_mctx_block(ch, sizeof *ch, SM_F_SIZED);
+            SM_NEXT_FN(free)(&f);
+        }
+        sm_mctx_t f = sm_mctx_block(base, SM_OPT_CHUNK_SIZE, SM_F_SIZED);
+        SM_NEXT_FN(free)(&f);
+        return false;
+    }
+    memset(ch->state, 0, sizeof ch->state);
+    ch->base = base;
+    ch->prev = NULL;
+    ch->next = SM_FN(obj).chunks;
+    if (ch->next)
+        ch->next->prev = ch;
+    SM_FN(obj).chunks = ch;
+    SM_FN(obj).chunk_count++;
+    ch->state[0] = (uint8_t)(SM_BUDDY_FREE | SM_FN(max_order));
+    SM_FN(push)(SM_FN(max_order), base);
+    return true;
+}
+
+/* Returns an entirely free chunk (not on any free list) and its descriptor. Caller holds the lock. */
+SM_SLOWPATH void SM_FN(release)(struct SM_FN(chunk) *ch)
+{
+    sm_pagemap_set(&SM_FN(obj).map, SM_FN(max_order), ch->base, SM_OPT_CHUNK_SIZE, 0, SM_FN(map_node_alloc));
+    if (ch->prev)
+        ch->prev->next = ch->next;
+    else
+        SM_FN(obj).chunks = ch->next;
+    if (ch->next)
+        ch->next->prev = ch->prev;
+    SM_FN(obj).chunk_count--;
+    sm_mctx_t f = sm_mctx_block(ch->base, SM_OPT_CHUNK_SIZE, SM_F_SIZED);
+    SM_NEXT_FN(free)(&f);
+    f = sm_mctx_block(ch, sizeof *ch, SM_F_SIZED);
+    SM_NEXT_FN(free)(&f);
+}
+
+SM_INLINE int SM_FN(create)(void) { return SM_NEXT_FN(create)(); }
+
+SM_INLINE void *SM_FN(alloc)(sm_mctx_t *c)
+{
+    size_t need = c->size > c->align ? c->size : c->align;
+    if (!SM_FN(handles_size)(c->size) || need > (SM_OPT_CHUNK_SIZE))
+        return SM_NEXT_FN(alloc)(c);
+    unsigned order = need <= (SM_OPT_MIN_BLOCK) ? (unsigned)SM_FN(min_order) : sm_log2_ceil(need);
+    SM_SYNC_FN(lock)(&SM_FN(obj).lock);
+    uint64_t fits = SM_FN(obj).nonempty >> (order - SM_FN(min_order));
+    if (sm_unlikely(!fits)) {
+        if (!SM_FN(grow)()) {
+            SM_SYNC_FN(unlock)(&SM_FN(obj).lock);
+            errno = ENOMEM;
+            return c->ptr = NULL;
+        }
+        fits = SM_FN(obj).nonempty >> (order - SM_FN(min_order));
+    }
+    unsigned k = order + (unsigned)__builtin_ctzll(fits);
+    char *p = (char *)SM_FN(obj).free[k - SM_FN(min_order)];
+    SM_FN(unlink)(k, p);
+    struct SM_FN(chunk) *ch = SM_FN(chunk_of)(p);
+    size_t i = (size_t)(p - ch->base) >> SM_FN(min_order);
+    while (k > order) { /* keep the lower half, free the upper one */
+        k--;
+        ch->state[i + ((size_t)1 << (k - SM_FN(min_order)))] = (uint8_t)(SM_BUDDY_FREE | k);
+        SM_FN(push)(k, p + ((size_t)1 << k));
+    }
+    ch->state[i] = (uint8_t)(SM_BUDDY_USED | order);
+    SM_SYNC_FN(unlock)(&SM_FN(obj).lock);
+    return c->ptr = p;
+}
+
+/* Why a free of offset `off` in `ch` is not a free of an allocated block. Caller holds the lock. */
+SM_SLOWPATH sm_err_kind_t SM_FN(diagnose_free)(const struct SM_FN(chunk) *ch, size_t off, const char **detail)
+{
+    if (off & ((SM_OPT_MIN_BLOCK) - 1)) {
+        *detail = "pointer is not at the start of a block";
+        return SM_ERR_INVALID_FREE;
+    }
+    /* Blocks are aligned to their size, so the block holding off starts at off rounded down to its
+     * order: the first such start, from the smallest order up, whose block is big enough. */
+    for (unsigned k = SM_FN(min_order); k <= SM_FN(max_order); k++) {
+        size_t start = off & ~(((size_t)1 << k) - 1);
+        unsigned st = ch->state[start >> SM_FN(min_order)];
+        if (!st || (st & SM_BUDDY_ORDER) < k)
+            continue;
+        if (st & SM_BUDDY_FREE) {
+            *detail = start == off ? "block is already free" : "block lies inside a free block (freed twice?)";
+            return SM_ERR_DOUBLE_FREE;
+        }
+        *detail = start == off ? "sized free is larger than the block" : "pointer is inside an allocated block, not at its start";
+        return SM_ERR_INVALID_FREE;
+    }
+    *detail = "chunk metadata has no block here";
+    return SM_ERR_CORRUPTION;
+}
+
+SM_INLINE void SM_FN(free)(sm_mctx_t *c)
+{
+    struct SM_FN(chunk) *ch = SM_FN(chunk_of)(c->ptr);
+    if (!ch) {
+        SM_NEXT_FN(free)(c);
+        return;
+    }
+    SM_SYNC_FN(lock)(&SM_FN(obj).lock);
+    /* Looked up again under the lock: only a bad free can race with its chunk being released, and
+     * that must be reported, not read through a freed descriptor. */
+    if (sm_unlikely(SM_FN(chunk_of)(c->ptr) != ch)) {
+        SM_SYNC_FN(unlock)(&SM_FN(obj).lock);
+        SM_ERR_FN(raise)(SM_ERR_DOUBLE_FREE, SM_LAYER_NAME, c->ptr, "chunk was released meanwhile: block freed twice");
+        return;
+    }
+    size_t off = (size_t)((char *)c->ptr - ch->base), i = off >> SM_FN(min_order);
+    unsigned st = ch->state[i], k = st & SM_BUDDY_ORDER;
+    if (sm_unlikely(!(st & SM_BUDDY_USED) || (off & ((SM_OPT_MIN_BLOCK) - 1)) ||
+                    ((c->flags & SM_F_SIZED) && c->size > ((size_t)1 << k)))) {
+        const char *detail;
+        sm_err_kind_t kind = SM_FN(diagnose_free)(ch, off, &detail);
+        SM_SYNC_FN(unlock)(&SM_FN(obj).lock);
+        SM_ERR_FN(raise)(kind, SM_LAYER_NAME, c->ptr, detail); /* safe action: ignore the free */
+        return;
+    }
+    ch->state[i] = 0;
+    for (; k < SM_FN(max_order); k++) {
+        size_t buddy = off ^ ((size_t)1 << k);
+        if (ch->state[buddy >> SM_FN(min_order)] != (SM_BUDDY_FREE | k))
+            break;
+        SM_FN(unlink)(k, ch->base + buddy);
+        ch->state[buddy >> SM_FN(min_order)] = 0;
+        off &= ~((size_t)1 << k);
+    }
+    if (k == SM_FN(max_order) && (SM_FN(obj).nonempty & SM_BUDDY_BIT(k))) {
+        SM_FN(release)(ch); /* another entirely free chunk is already kept as the spare */
+    } else {
+        ch->state[off >> SM_FN(min_order)] = (uint8_t)(SM_BUDDY_FREE | k);
+        SM_FN(push)(k, ch->base + off);
+    }
+    SM_SYNC_FN(unlock)(&SM_FN(obj).lock);
+}
+
+SM_INLINE bool SM_FN(getmeta)(sm_mctx_t *c)
+{
+    struct SM_FN(chunk) *ch = SM_FN(chunk_of)(c->ptr);
+    if (!ch)
+        return SM_NEXT_FN(getmeta)(c);
+    /* No lock: the state byte of an allocated block changes only when its owner frees or resizes
+     * it, and other threads' splits and merges write other bytes. */
+    size_t off = (size_t)((char *)c->ptr - ch->base);
+    unsigned st = ch->state[off >> SM_FN(min_order)];
+    if ((off & ((SM_OPT_MIN_BLOCK) - 1)) || !(st & SM_BUDDY_USED))
+        return false;
+    c->usable = (size_t)1 << (st & SM_BUDDY_ORDER);
+    c->owner = SM_LAYER_NAME;
+    return true;
+}
+
+/* Shrinks by freeing upper halves; grows only while the block is the lower half of a free buddy. */
+SM_INLINE bool SM_FN(resize)(sm_mctx_t *c, size_t n)
+{
+    struct SM_FN(chunk) *ch = SM_FN(chunk_of)(c->ptr);
+    if (!ch)
+        return SM_NEXT_FN(resize)(c, n);
+    if (n > (SM_OPT_CHUNK_SIZE))
+        return false;
+    unsigned want = n <= (SM_OPT_MIN_BLOCK) ? (unsigned)SM_FN(min_order) : sm_log2_ceil(n);
+    size_t off = (size_t)((char *)c->ptr - ch->base), i = off >> SM_FN(min_order);
+    SM_SYNC_FN(lock)(&SM_FN(obj).lock);
+    unsigned st = ch->state[i], k = st & SM_BUDDY_ORDER;
+    bool ok = !(off & ((SM_OPT_MIN_BLOCK) - 1)) && (st & SM_BUDDY_USED);
+    if (ok && want < k) {
+        while (k > want) {
+            k--;
+            ch->state[(off + ((size_t)1 << k)) >> SM_FN(min_order)] = (uint8_t)(SM_BUDDY_FREE | k);
+            SM_FN(push)(k, ch->base + off + ((size_t)1 << k));
+        }
+    } else if (ok && want > k) {
+        for (unsigned j = k; ok && j < want; j++)
+            ok = !(off & ((size_t)1 << j)) && ch->state[(off + ((size_t)1 << j)) >> SM_FN(min_order)] == (SM_BUDDY_FREE | j);
+        for (unsigned j = k; ok && j < want; j++) {
+            SM_FN(unlink)(j, ch->base + off + ((size_t)1 << j));
+            ch->state[(off + ((size_t)1 << j)) >> SM_FN(min_order)] = 0;
+        }
+    }
+    if (ok)
+        ch->state[i] = (uint8_t)(SM_BUDDY_USED | want);
+    SM_SYNC_FN(unlock)(&SM_FN(obj).lock);
+    return ok;
+}
+
+SM_INLINE void SM_FN(thread_exit)(void) { SM_NEXT_FN(thread_exit)(); }
+
+SM_INLINE void SM_FN(fork_prepare)(void)
+{
+    SM_SYNC_FN(lock)(&SM_FN(obj).lock);
+    SM_NEXT_FN(fork_prepare)();
+}
+SM_INLINE void SM_FN(fork_parent)(void)
+{
+    SM_SYNC_FN(unlock)(&SM_FN(obj).lock);
+    SM_NEXT_FN(fork_parent)();
+}
+SM_INLINE void SM_FN(fork_child)(void)
+{
+    SM_SYNC_FN(reinit)(&SM_FN(obj).lock);
+    SM_NEXT_FN(fork_child)();
+}
+
+#undef SM_BUDDY_FREE
+#undef SM_BUDDY_USED
+#undef SM_BUDDY_ORDER
+#undef SM_BUDDY_BIT
+#undef SM_OPT_MIN_BLOCK
+#undef SM_OPT_CHUNK_SIZE
+#include "../../core/layer_end.h"

@@ -37,6 +37,14 @@ run_one() { # name, command...
     fi
 }
 
+if [ "${BUILD_RC:-0}" -ne 0 ]; then
+    echo "not ok build: make all failed (status $BUILD_RC):"
+    grep -E 'error|Error|undefined reference' "$BUILD/build.log" | head -10 | sed 's/^/    /'
+    failed=$((failed + 1)); failures+=("build")
+else
+    passed=$((passed + 1))
+fi
+
 for t in "$BUILD"/tests/unit/*; do
     [ -x "$t" ] || continue
     name="unit/$(basename "$t")"

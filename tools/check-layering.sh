@@ -1,0 +1,93 @@
+#!/usr/bin/env bash
+# check-layering.sh — the include graph of sunmao is one-way. Each file may include only:
+#   include/sunmao/core/**            core/ (and libc)
+#   include/sunmao/policies/**        core/, policies/, os/prim.h (error reports need the write primitive)
+#   include/sunmao/os/**              core/, policies/, os/prim.h (an OS layer never includes another)
+#   include/sunmao/layers/core/**     core/, policies/ (a layer reaches other layers only via SM_NEXT:
+#   include/sunmao/layers/addon/**      never another layer, an OS layer or a socket)
+#   include/sunmao/sockets/**         core/, policies/, os/prim.h, sockets/ (shared socket code such
+#                                     as libc_api.h; never a layer, never an OS layer)
+#   instances/*.c                     anything (the composition), as long as it resolves
+# "libc" is any <...> include not under sunmao/. Both forms are resolved: "x.h" relative to the
+# including file (then include/, as -Iinclude does) and <sunmao/...> under include/. A file in a
+# directory with no rule, an include that does not resolve, or a computed #include (a macro) in a
+# header fails, so new directories and files cannot slip past the check.
+# Usage: tools/check-layering.sh [file ...]   (default: every include/**/*.h and instances/*.c)
+# Prints one line per file: ok layering: <path> | not ok layering: <path>: <why>; exits 1 on failure.
+set -u -f
+cd "$(dirname "$0")/.." || { echo "check-layering: cannot cd to the repository root" >&2; exit 2; }
+root="$PWD"
+
+if [ $# -gt 0 ]; then files=("$@"); else
+    mapfile -t files < <({ find include -name '*.h'; find instances -maxdepth 1 -name '*.c' 2>/dev/null; } | LC_ALL=C sort)
+fi
+[ ${#files[@]} -gt 0 ] || { echo "check-layering: no files found" >&2; exit 2; }
+
+# allowed <file-relative-to-include/sunmao-or-instances> -> space-separated allowed prefixes
+# (a prefix ending in / is a directory, otherwise an exact file), "ANY" or "" (no rule).
+rule_for() {
+    case "$1" in
+        instances/*.c) echo ANY ;;
+        include/sunmao/core/*) echo "core/" ;;
+        include/sunmao/policies/*) echo "core/ policies/ os/prim.h" ;;
+        include/sunmao/os/*) echo "core/ policies/ os/prim.h" ;;
+        include/sunmao/layers/core/* | include/sunmao/layers/addon/*) echo "core/ policies/" ;;
+        include/sunmao/sockets/*) echo "core/ policies/ os/prim.h sockets/" ;;
+        *) echo "" ;;
+    esac
+}
+
+fails=0
+for f in "${files[@]}"; do
+    f="${f#./}"
+    [ -f "$f" ] || { echo "not ok layering: $f: no such file"; fails=$((fails + 1)); continue; }
+    rule=$(rule_for "$f")
+    if [ -z "$rule" ]; then
+        echo "not ok layering: $f: no layering rule for its directory (add one to tools/check-layering.sh)"
+        fails=$((fails + 1)); continue
+    fi
+    dir=$(dirname "$f")
+    why=()
+    while IFS= read -r line; do
+        if [[ "$line" =~ ^[[:space:]]*#[[:space:]]*include[[:space:]]*\"([^\"]+)\" ]]; then
+            target="${BASH_REMATCH[1]}"
+            if [ -f "$dir/$target" ]; then res=$(realpath -m --relative-to="$root" "$dir/$target")
+            elif [ -f "include/$target" ]; then res=$(realpath -m --relative-to="$root" "include/$target")
+            elif [ "$rule" = ANY ] && [ -f "$target" ]; then res="$target"   # -I. (instances, tests)
+            else why+=("\"$target\" does not resolve"); continue; fi
+        elif [[ "$line" =~ ^[[:space:]]*#[[:space:]]*include[[:space:]]*\<([^\>]+)\> ]]; then
+            target="${BASH_REMATCH[1]}"
+            case "$target" in
+                sunmao/*) res=$(realpath -m --relative-to="$root" "include/$target")
+                    [ -f "$res" ] || { why+=("<$target> does not resolve"); continue; } ;;
+                *) continue ;;   # libc / system header
+            esac
+        elif [[ "$line" =~ ^[[:space:]]*#[[:space:]]*include ]]; then
+            [ "$rule" = ANY ] || why+=("computed or malformed #include: ${line#"${line%%[![:space:]]*}"}")
+            continue
+        else
+            continue
+        fi
+        [ "$rule" = ANY ] && continue
+        case "$res" in
+            include/sunmao/*) rel="${res#include/sunmao/}" ;;
+            *) why+=("includes $res, outside include/sunmao"); continue ;;
+        esac
+        okay=0
+        for a in $rule; do
+            case "$a" in
+                */) [[ "$rel" == "$a"* ]] && okay=1 ;;
+                *) [ "$rel" = "$a" ] && okay=1 ;;
+            esac
+        done
+        [ "$okay" -eq 1 ] || why+=("includes $rel (allowed: $rule)")
+    done < <(grep -E '^[[:space:]]*#[[:space:]]*include' "$f")
+    if [ ${#why[@]} -eq 0 ]; then
+        echo "ok layering: $f"
+    else
+        msg="${why[0]}"; for w in "${why[@]:1}"; do msg="$msg; $w"; done
+        echo "not ok layering: $f: $msg"
+        fails=$((fails + 1))
+    fi
+done
+[ "$fails" -eq 0 ]

@@ -1,0 +1,404 @@
+/* slab_lk: a slab allocator with one lock per size class (paper Table 2: "slab 式, 每大小阶锁").
+ * A core layer: it carves slabs obtained from the next layer into objects of one size class.
+ *
+ * Parameters: SM_LAYER, SM_NEXT. Slots (all required):
+ *   SM_SYNC       one lock per class, plus one for the slab map (none|spinlock|mutex)
+ *   SM_SIZECLASS  the class sizes (policies/sizeclass/: tc, log2b, prime, or an interval policy;
+ *                 the composition includes the policy's header first)
+ *   SM_ERR        invalid and double frees are reported through it, then ignored
+ *   size_handle   SM_SIZE_MIN/SM_SIZE_MAX (default max: the policy's max_size, at most 2 MiB);
+ *                 other sizes go to the next layer.
+ * Option: SM_OPT_SLAB_SIZE (default 64 KiB, a power of two in [4 KiB, 64 KiB]): the slab size of
+ *   the small classes; a class gets a larger power of two when this one would hold fewer than 8
+ *   objects. Slabs are requested from the next layer aligned to their size (buddy_glk does that).
+ * Properties: thread_safe from the sync policy, min_align 16, zeroed 0.
+ * @check: SM_LAYER=t <sunmao/policies/sync/spinlock.h> SM_SYNC=spinlock <sunmao/policies/sizeclass/tc.h> SM_SIZECLASS=tc <sunmao/policies/err/warn.h> SM_ERR=warn
+ * @check-next: fake
+ *
+ * Layout. The slab descriptor sits at the start of its slab, followed by the objects: one request
+ * to the next layer per slab, and the descriptor shares its fate. Objects start at an offset
+ * aligned to min(largest power of two dividing the class size, 4 KiB), so every object is aligned
+ * that much; an aligned request is served by the first class satisfying it, or passed on.
+ * A page map (core/pagemap.h, granule = SM_OPT_SLAB_SIZE) maps every granule of a slab to its
+ * descriptor: finding a block's slab costs three loads, and blocks this layer does not own are
+ * recognised and passed on. Its nodes come from the next layer and are never returned.
+ *
+ * Free objects are tracked by a bitmap (1 = free, as jemalloc 2006's region bitmaps) with a
+ * 64-bit summary of the non-empty words: allocation is two count-trailing-zeros, a double free is
+ * a bit that is already set, and nothing is ever written into free objects, so a use after free
+ * cannot corrupt the allocator's own state. That caps a slab at 64 * 64 = 4096 objects, which
+ * is why SM_OPT_SLAB_SIZE is at most 64 KiB (4096 objects of 16 bytes).
+ * Turning a pointer into an object index uses a multiply by a per-class reciprocal of the class
+ * size (exact for the offsets a slab can hold, see object_index), not a division.
+ *
+ * Per class: a doubly linked list of slabs with free objects (full slabs are on no list);
+ * allocation takes from its head. A slab that becomes empty stays on the list if the class keeps
+ * no other empty slab, else it is returned to the next layer: alloc/free at a slab boundary cannot
+ * make every call go to the next layer (jemalloc 2006's fullness hysteresis), the common
+ * one-object alloc/free never leaves the fast path, and a class never hoards more than one empty
+ * slab. Allocation only ever takes from the head, so the kept slab stops being empty exactly when
+ * it is the head and is allocated from: that one compare keeps the count right.
+ *
+ * Locking: class lock -> map lock -> next layer's locks, in that order only. The fast paths take
+ * the class lock once; reading a slab's immutable descriptor fields before it is safe because a
+ * slab holding a live object is never released. A free racing with the release of the slab it
+ * points into is a double free the map cannot always catch. */
+#include <string.h>
+#include "../../core/bits.h"
+#include "../../core/errors.h"
+#include "../../core/layer.h"
+#include "../../core/pagemap.h"
+
+#ifndef SM_LAYER
+#error "slab_lk: define SM_LAYER (this instance's name) before including"
+#endif
+#ifndef SM_NEXT
+#error "slab_lk: define SM_NEXT (the layer below) before including"
+#endif
+#ifndef SM_SYNC
+#error "slab_lk: policy slot 'sync' is empty (SM_SYNC = none|spinlock|mutex)"
+#endif
+#ifndef SM_SIZECLASS
+#error "slab_lk: policy slot 'sizeclass' is empty (SM_SIZECLASS = tc|log2b|prime|<interval policy>)"
+#endif
+#ifndef SM_ERR
+#error "slab_lk: policy slot 'err' is empty (SM_ERR = warn|fatal|callback)"
+#endif
+#ifndef SM_OPT_SLAB_SIZE
+#define SM_OPT_SLAB_SIZE 65536
+#endif
+#ifndef SM_SIZE_MAX
+#define SM_SIZE_MAX SM_SIZECLASS_FN(max_size)
+#endif
+#include "../../policies/size_handle.h"
+
+_Static_assert((SM_OPT_SLAB_SIZE) >= 4096 && (SM_OPT_SLAB_SIZE) <= 65536 &&
+                   ((SM_OPT_SLAB_SIZE) & ((SM_OPT_SLAB_SIZE) - 1)) == 0,
+               "slab_lk: SM_OPT_SLAB_SIZE must be a power of two in [4 KiB, 64 KiB]");
+_Static_assert((size_t)(SM_SIZE_MAX) <= (size_t)SM_SIZECLASS_FN(max_size),
+               "slab_lk: SM_SIZE_MAX is above the largest size of the sizeclass policy");
+_Static_assert((size_t)(SM_SIZE_MAX) <= ((size_t)2 << 20),
+               "slab_lk: objects above 2 MiB do not belong in slabs; lower SM_SIZE_MAX");
+
+enum {
+    SM_FN(thread_safe) = SM_SYNC_FN(thread_safe),
+    SM_FN(min_align) = SM_MIN_ALIGN,
+    SM_FN(zeroed) = 0,
+    SM_FN(class_count) = SM_SIZECLASS_FN(count),
+    SM_FN(map_shift) = __builtin_ctz(SM_OPT_SLAB_SIZE),
+    SM_FN(bitmap_words) = 64,
+    SM_FN(max_objects) = 64 * 64,
+    SM_FN(min_objects) = 8,
+    SM_FN(max_object_align) = 4096, /* larger alignments would waste too much of a slab */
+    SM_FN(recip_shift) = 48,
+};
+
+struct SM_FN(slab) {
+    struct SM_FN(slab) *prev, *next; /* partial list; class lock */
+    char *objects;                   /* immutable from here to `cls` */
+    uint64_t recip;                  /* ceil(2^recip_shift / size) */
+    uint32_t size, nobjs, cls, bytes;
+    uint32_t nfree;                  /* class lock, like the bitmap */
+    uint64_t nonempty_words;         /* bit w set iff free_bits[w] != 0 */
+    uint64_t free_bits[];            /* bit i set iff object i is free */
+};
+
+struct SM_FN(class) {
+    SM_SYNC_FN(t) lock;
+    struct SM_FN(slab) *partial; /* slabs with a free object */
+    bool empty_kept;             /* one slab on the list has no object in use */
+    /* Geometry, computed on the class's first slab (nobjs == 0 until then). */
+    uint32_t size, nobjs, objects_offset, slab_bytes;
+    uint64_t recip;
+} SM_CACHE_ALIGNED;
+
+static struct {
+    struct SM_FN(class) cls[SM_FN(class_count)];
+    SM_SYNC_FN(t) map_lock; /* page map updates: slabs of different classes come and go at once */
+    sm_pagemap_t map;
+} SM_FN(obj) = {
+    .cls = { [0 ... SM_FN(class_count) - 1] = { .lock = SM_SYNC_INIT } },
+    .map_lock = SM_SYNC_INIT,
+};
+
+SM_INLINE struct SM_FN(slab) *SM_FN(slab_of)(const void *p)
+{
+    return (struct SM_FN(slab) *)sm_pagemap_get(&SM_FN(obj).map, SM_FN(map_shift), p);
+}
+
+/* The index of the object starting at p, or s->nobjs if p is not an object start.
+ * (off * recip) >> 48 equals off / size exactly while off * size <= 2^48: off < 16 * size in the
+ * larger slabs and < 64 KiB in the others, and sizes stay below 4 MiB. off * recip < 2^60 as
+ * off / size < 4096. */
+SM_INLINE size_t SM_FN(object_index)(const struct SM_FN(slab) *s, const void *p)
+{
+    uint64_t off = (uint64_t)((uintptr_t)p - (uintptr_t)s->objects); /* wraps when p < objects */
+    if (off >= (uint64_t)s->nobjs * s->size)
+        return s->nobjs;
+    uint64_t idx = (off * s->recip) >> SM_FN(recip_shift);
+    return idx * s->size == off ? (size_t)idx : s->nobjs;
+}
+
+SM_SLOWPATH void SM_FN(report)(sm_err_kind_t kind, const void *p, const char *detail)
+{
+    SM_ERR_FN(raise)(kind, SM_LAYER_NAME, p, detail);
+}
+
+SM_SLOWPATH void SM_FN(compute_geometry)(struct SM_FN(class) *k, unsigned cls)
+{
+    size_t size = SM_SIZECLASS_FN(class_to_size)(cls);
+    size_t align = size & -size;
+    if (align > SM_FN(max_object_align))
+        align = SM_FN(max_object_align);
+    size_t slab = SM_OPT_SLAB_SIZE, offset, nobjs;
+    for (;; slab <<= 1) {
+        size_t most = slab / size < SM_FN(max_objects) ? slab / size : SM_FN(max_objects);
+        offset = sm_align_up(sizeof(struct SM_FN(slab)) + (most + 63) / 64 * sizeof(uint64_t), align);
+        nobjs = offset < slab ? (slab - offset) / size : 0;
+        if (nobjs >= SM_FN(min_objects))
+            break;
+    }
+    k->size = (uint32_t)size;
+    k->nobjs = (uint32_t)(nobjs < SM_FN(max_objects) ? nobjs : SM_FN(max_objects));
+    k->objects_offset = (uint32_t)offset;
+    k->slab_bytes = (uint32_t)slab;
+    k->recip = (((uint64_t)1 << SM_FN(recip_shift)) + size - 1) / size;
+}
+
+/* Page-map nodes: zero-filled, from the next layer, kept forever. */
+static void *SM_FN(map_node_alloc)(size_t bytes)
+{
+    sm_mctx_t r = sm_mctx_alloc(bytes, 4096, 0);
+    void *p = SM_NEXT_FN(alloc)(&r);
+    if (p && !(r.flags & SM_F_FRESH))
+        memset(p, 0, bytes);
+    return p;
+}
+
+/* Maps (or, with NULL, unmaps) every granule of slab s. False if a map node could not be had. */
+SM_INLINE bool SM_FN(map_slab)(struct SM_FN(slab) *s, void *base, size_t bytes)
+{
+    SM_SYNC_FN(lock)(&SM_FN(obj).map_lock);
+    bool ok = sm_pagemap_set(&SM_FN(obj).map, SM_FN(map_shift), base, bytes, (uintptr_t)s, SM_FN(map_node_alloc));
+    if (!ok) /* undo the granules already set: the slab is about to go back */
+        sm_pagemap_set(&SM_FN(obj).map, SM_FN(map_shift), base, bytes, 0, SM_FN(map_node_alloc));
+    SM_SYNC_FN(unlock)(&SM_FN(obj).map_lock);
+    return ok;
+}
+
+/* Called with the class lock held, so the class's slabs come one at a time. */
+SM_SLOWPATH struct SM_FN(slab) *SM_FN(slab_new)(struct SM_FN(class) *k, unsigned cls)
+{
+    if (!k->nobjs)
+        SM_FN(compute_geometry)(k, cls);
+    sm_mctx_t r = sm_mctx_alloc(k->slab_bytes, k->slab_bytes, 0);
+    struct SM_FN(slab) *s = (struct SM_FN(slab) *)SM_NEXT_FN(alloc)(&r);
+    if (!s)
+        return NULL;
+    if (sm_ptr_aligned(s, k->slab_bytes)) {
+        /* The descriptor is complete before the map publishes it. */
+        s->prev = s->next = NULL;
+        s->objects = (char *)s + k->objects_offset;
+        s->recip = k->recip;
+        s->size = k->size;
+        s->nobjs = s->nfree = k->nobjs;
+        s->cls = cls;
+        s->bytes = k->slab_bytes;
+        unsigned full_words = k->nobjs / 64, tail = k->nobjs % 64, words = full_words + (tail != 0);
+        for (unsigned w = 0; w < full_words; w++)
+            s->free_bits[w] = ~(uint64_t)0;
+        if (tail)
+            s->free_bits[full_words] = ((uint64_t)1 << tail) - 1;
+        s->nonempty_words = words == 64 ? ~(uint64_t)0 : ((uint64_t)1 << words) - 1;
+        if (SM_FN(map_slab)(s, s, k->slab_bytes))
+            return s;
+    } else {
+        SM_FN(report)(SM_ERR_BAD_REQUEST, s, "the next layer returned a slab not aligned to its size");
+    }
+    sm_mctx_t back = sm_mctx_block(s, k->slab_bytes, SM_F_SIZED);
+    SM_NEXT_FN(free)(&back);
+    return NULL;
+}
+
+/* Called without any lock held. */
+SM_SLOWPATH void SM_FN(slab_release)(struct SM_FN(slab) *s)
+{
+    size_t bytes = s->bytes;
+    SM_FN(map_slab)(NULL, s, bytes); /* clearing allocates nothing, so it cannot fail */
+    sm_mctx_t r = sm_mctx_block(s, bytes, SM_F_SIZED);
+    SM_NEXT_FN(free)(&r);
+}
+
+/* The class has no slab with a free object: get a new one. Class lock held. */
+SM_SLOWPATH struct SM_FN(slab) *SM_FN(refill)(struct SM_FN(class) *k, unsigned cls)
+{
+    struct SM_FN(slab) *s = SM_FN(slab_new)(k, cls);
+    if (s)
+        k->partial = s;
+    return s;
+}
+
+/* Slab s has just become empty and the class already keeps one: off the list, to be released
+ * after unlocking. */
+SM_SLOWPATH struct SM_FN(slab) *SM_FN(retire)(struct SM_FN(class) *k, struct SM_FN(slab) *s)
+{
+    if (s->prev)
+        s->prev->next = s->next;
+    else
+        k->partial = s->next;
+    if (s->next)
+        s->next->prev = s->prev;
+    return s;
+}
+
+/* An aligned request: the first class from `size` up whose objects are aligned enough (its size
+ * is a multiple of align, see the layout above), or class_count when none is. */
+SM_SLOWPATH unsigned SM_FN(aligned_class)(size_t size, size_t align)
+{
+    if (align > SM_FN(max_object_align) || size > (size_t)(SM_SIZE_MAX))
+        return SM_FN(class_count);
+    size_t need = sm_align_up(size ? size : 1, align);
+    if (need > (size_t)(SM_SIZE_MAX))
+        return SM_FN(class_count);
+    unsigned last = SM_SIZECLASS_FN(size_to_class)((size_t)(SM_SIZE_MAX));
+    for (unsigned cls = SM_SIZECLASS_FN(size_to_class)(need); cls <= last; cls++)
+        if ((SM_SIZECLASS_FN(class_to_size)(cls) & (align - 1)) == 0)
+            return cls;
+    return SM_FN(class_count);
+}
+
+SM_INLINE int SM_FN(create)(void) { return SM_NEXT_FN(create)(); }
+
+SM_INLINE void *SM_FN(alloc)(sm_mctx_t *c)
+{
+    if (!SM_FN(handles_size)(c->size))
+        return SM_NEXT_FN(alloc)(c);
+    unsigned cls;
+    if (sm_likely(c->align <= SM_MIN_ALIGN)) {
+        cls = SM_SIZECLASS_FN(size_to_class)(c->size);
+    } else {
+        cls = SM_FN(aligned_class)(c->size, c->align);
+        if (cls >= SM_FN(class_count))
+            return SM_NEXT_FN(alloc)(c);
+    }
+    struct SM_FN(class) *k = &SM_FN(obj).cls[cls];
+    SM_SYNC_FN(lock)(&k->lock);
+    struct SM_FN(slab) *s = k->partial;
+    if (sm_unlikely(!s) && !(s = SM_FN(refill)(k, cls))) {
+        SM_SYNC_FN(unlock)(&k->lock);
+        errno = ENOMEM;
+        return c->ptr = NULL;
+    }
+    if (sm_unlikely(s->nfree == s->nobjs))
+        k->empty_kept = false;
+    unsigned w = (unsigned)__builtin_ctzll(s->nonempty_words);
+    uint64_t bits = s->free_bits[w];
+    size_t idx = (size_t)w * 64 + (unsigned)__builtin_ctzll(bits);
+    bits &= bits - 1;
+    s->free_bits[w] = bits;
+    if (!bits)
+        s->nonempty_words &= ~((uint64_t)1 << w);
+    if (sm_unlikely(--s->nfree == 0)) { /* full: off the list (it is the head) */
+        k->partial = s->next;
+        if (s->next)
+            s->next->prev = NULL;
+    }
+    SM_SYNC_FN(unlock)(&k->lock);
+    return c->ptr = s->objects + idx * s->size;
+}
+
+SM_INLINE void SM_FN(free)(sm_mctx_t *c)
+{
+    struct SM_FN(slab) *s = SM_FN(slab_of)(c->ptr);
+    if (!s) {
+        SM_NEXT_FN(free)(c);
+        return;
+    }
+    size_t idx = SM_FN(object_index)(s, c->ptr);
+    if (sm_unlikely(idx >= s->nobjs)) {
+        SM_FN(report)(SM_ERR_INVALID_FREE, c->ptr, "pointer into a slab is not the start of an object; ignored");
+        return;
+    }
+    if (sm_unlikely((c->flags & SM_F_SIZED) && c->size > s->size)) {
+        SM_FN(report)(SM_ERR_INVALID_FREE, c->ptr, "sized free larger than the block's size class; ignored");
+        return;
+    }
+    struct SM_FN(class) *k = &SM_FN(obj).cls[s->cls];
+    uint64_t bit = (uint64_t)1 << (idx % 64);
+    SM_SYNC_FN(lock)(&k->lock);
+    uint64_t *word = &s->free_bits[idx / 64];
+    if (sm_unlikely(*word & bit)) {
+        SM_SYNC_FN(unlock)(&k->lock);
+        SM_FN(report)(SM_ERR_DOUBLE_FREE, c->ptr, "object is already free; ignored");
+        return;
+    }
+    *word |= bit;
+    s->nonempty_words |= (uint64_t)1 << (idx / 64);
+    struct SM_FN(slab) *release = NULL;
+    uint32_t nfree = ++s->nfree;
+    if (nfree == 1) { /* was full: back on the partial list */
+        s->prev = NULL;
+        s->next = k->partial;
+        if (k->partial)
+            k->partial->prev = s;
+        k->partial = s;
+    }
+    if (sm_unlikely(nfree == s->nobjs)) {
+        if (k->empty_kept)
+            release = SM_FN(retire)(k, s);
+        else
+            k->empty_kept = true;
+    }
+    SM_SYNC_FN(unlock)(&k->lock);
+    if (release)
+        SM_FN(slab_release)(release);
+}
+
+SM_INLINE bool SM_FN(getmeta)(sm_mctx_t *c)
+{
+    struct SM_FN(slab) *s = SM_FN(slab_of)(c->ptr);
+    if (!s)
+        return SM_NEXT_FN(getmeta)(c);
+    if (SM_FN(object_index)(s, c->ptr) >= s->nobjs)
+        return false;
+    c->usable = s->size;
+    c->owner = SM_LAYER_NAME;
+    return true;
+}
+
+SM_INLINE bool SM_FN(resize)(sm_mctx_t *c, size_t n)
+{
+    struct SM_FN(slab) *s = SM_FN(slab_of)(c->ptr);
+    if (!s)
+        return SM_NEXT_FN(resize)(c, n);
+    return n <= s->size && SM_FN(object_index)(s, c->ptr) < s->nobjs;
+}
+
+SM_INLINE void SM_FN(thread_exit)(void) { SM_NEXT_FN(thread_exit)(); }
+
+SM_INLINE void SM_FN(fork_prepare)(void)
+{
+    for (unsigned i = 0; i < SM_FN(class_count); i++)
+        SM_SYNC_FN(lock)(&SM_FN(obj).cls[i].lock);
+    SM_SYNC_FN(lock)(&SM_FN(obj).map_lock);
+    SM_NEXT_FN(fork_prepare)();
+}
+
+SM_INLINE void SM_FN(fork_parent)(void)
+{
+    SM_NEXT_FN(fork_parent)();
+    SM_SYNC_FN(unlock)(&SM_FN(obj).map_lock);
+    for (unsigned i = SM_FN(class_count); i-- > 0;)
+        SM_SYNC_FN(unlock)(&SM_FN(obj).cls[i].lock);
+}
+
+SM_INLINE void SM_FN(fork_child)(void)
+{
+    SM_NEXT_FN(fork_child)();
+    SM_SYNC_FN(reinit)(&SM_FN(obj).map_lock);
+    for (unsigned i = 0; i < SM_FN(class_count); i++)
+        SM_SYNC_FN(reinit)(&SM_FN(obj).cls[i].lock);
+}
+
+#undef SM_OPT_SLAB_SIZE
+#include "../../core/layer_end.h"

@@ -1,0 +1,574 @@
+/* Unit test of the slab_lk core layer over the fake next layer (tests/support/fake_next.h):
+ * every class serves, objects never overlap, aligned requests, fullness hysteresis, error policy on
+ * double and interior frees, OOM and recovery, pass-through above max, cross-thread frees. */
+#include <pthread.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sunmao/policies/err/callback.h>
+#include <sunmao/policies/sizeclass/log2b.h>
+#include <sunmao/policies/sizeclass/prime.h>
+#include <sunmao/policies/sizeclass/tc.h>
+#include <sunmao/policies/sync/mutex.h>
+#include <sunmao/policies/sync/none.h>
+#include <sunmao/policies/sync/spinlock.h>
+#include "tests/support/check.h"
+
+#define SM_SIZECLASS_NAME ivc
+#define SM_SIZECLASS_INTERVALS (128, 16), (1024, 64), (8192, 512)
+#include <sunmao/policies/sizeclass/interval.h>
+
+/* Instances: sl_<x> over its own fake fk_<x>. */
+#define SM_LAYER fk_tc
+#include "tests/support/fake_next.h"
+#define SM_LAYER sl_tc
+#define SM_NEXT fk_tc
+#define SM_SYNC mutex
+#define SM_SIZECLASS tc
+#define SM_ERR callback
+#include <sunmao/layers/core/slab_lk.h>
+
+#define SM_LAYER fk_lb
+#include "tests/support/fake_next.h"
+#define SM_LAYER sl_lb
+#define SM_NEXT fk_lb
+#define SM_SYNC spinlock
+#define SM_SIZECLASS log2b
+#define SM_ERR callback
+#include <sunmao/layers/core/slab_lk.h>
+
+#define SM_LAYER fk_iv
+#include "tests/support/fake_next.h"
+#define SM_LAYER sl_iv
+#define SM_NEXT fk_iv
+#define SM_SYNC mutex
+#define SM_SIZECLASS ivc
+#define SM_ERR callback
+#define SM_OPT_SLAB_SIZE 16384
+#include <sunmao/layers/core/slab_lk.h>
+
+#define SM_LAYER fk_oom
+#include "tests/support/fake_next.h"
+#define SM_LAYER sl_oom
+#define SM_NEXT fk_oom
+#define SM_SYNC none
+#define SM_SIZECLASS tc
+#define SM_ERR callback
+#define SM_SIZE_MAX 4096
+#include <sunmao/layers/core/slab_lk.h>
+
+#define SM_LAYER fk_mx
+#include "tests/support/fake_next.h"
+#define SM_LAYER sl_mx
+#define SM_NEXT fk_mx
+#define SM_SYNC mutex
+#define SM_SIZECLASS prime
+#define SM_ERR callback
+#include <sunmao/layers/core/slab_lk.h>
+
+#define SM_LAYER fk_sp
+#include "tests/support/fake_next.h"
+#define SM_LAYER sl_sp
+#define SM_NEXT fk_sp
+#define SM_SYNC spinlock
+#define SM_SIZECLASS tc
+#define SM_ERR callback
+#include <sunmao/layers/core/slab_lk.h>
+
+_Static_assert(sl_tc_thread_safe == 1 && sl_sp_thread_safe == 1 && sl_oom_thread_safe == 0, "thread_safe property");
+_Static_assert(sl_tc_min_align == 16 && sl_tc_zeroed == 0, "alignment and zeroing properties");
+
+/* ---- error policy recorder ---- */
+static unsigned long err_counts[SM_ERR_KIND_COUNT];
+static const char *err_layer;
+static const void *err_ptr;
+static void on_error(sm_err_kind_t kind, const char *layer, const void *ptr, const char *detail)
+{
+    (void)detail;
+    __atomic_add_fetch(&err_counts[kind], 1, __ATOMIC_RELAXED);
+    err_layer = layer;
+    err_ptr = ptr;
+}
+static void err_reset(void) { memset(err_counts, 0, sizeof err_counts); err_layer = NULL; err_ptr = NULL; }
+static unsigned long err_total(void)
+{
+    unsigned long n = 0;
+    for (int k = 0; k < SM_ERR_KIND_COUNT; k++)
+        n += err_counts[k];
+    return n;
+}
+
+/* ---- one table of function pointers per instance, so the cases are written once ---- */
+typedef struct {
+    const char *name, *fake_name;
+    unsigned classes;
+    size_t max, slab;
+    size_t (*class_size)(unsigned);
+    void *(*alloc)(size_t size, size_t align);
+    void (*free)(void *p);
+    void (*free_sized)(void *p, size_t n);
+    bool (*getmeta)(void *p, size_t *usable, const char **owner);
+    bool (*resize)(void *p, size_t n);
+    size_t (*fake_blocks_sized)(size_t bytes);
+    unsigned long (*fake_allocs)(void);
+    unsigned long (*fake_frees)(void);
+    unsigned long (*fake_bad_frees)(void);
+} inst_t;
+
+#define INSTANCE(SL, FK, POLICY, MAX, SLAB)                                                         \
+    static size_t SL##_t_cs(unsigned c) { return sm_sizeclass_##POLICY##_class_to_size(c); }        \
+    static void *SL##_t_alloc(size_t n, size_t a)                                                  \
+    {                                                                                              \
+        sm_mctx_t c = sm_mctx_alloc(n, a, 0);                                                      \
+        return SL##_alloc(&c);                                                                     \
+    }                                                                                              \
+    static void SL##_t_free(void *p)                                                               \
+    {                                                                                              \
+        sm_mctx_t c = sm_mctx_block(p, 0, 0);                                                      \
+        SL##_free(&c);                                                                             \
+    }                                                                                              \
+    static void SL##_t_free_sized(void *p, size_t n)                                               \
+    {                                                                                              \
+        sm_mctx_t c = sm_mctx_block(p, n, SM_F_SIZED);                                             \
+        SL##_free(&c);                                                                             \
+    }                                                                                              \
+    static bool SL##_t_getmeta(void *p, size_t *usable, const char **owner)                        \
+    {                                                                                              \
+        sm_mctx_t c = sm_mctx_block(p, 0, 0);                                                      \
+        bool ok = SL##_getmeta(&c);                                                                \
+        *usable = c.usable;                                                                        \
+        *owner = c.owner;                                                                          \
+        return ok;                                                                                 \
+    }                                                                                              \
+    static bool SL##_t_resize(void *p, size_t n)                                                   \
+    {                                                                                              \
+        sm_mctx_t c = sm_mctx_block(p, 0, 0);                                                      \
+        return SL##_resize(&c, n);                                                                 \
+    }                                                                                              \
+    static size_t SL##_t_blocks(size_t bytes)                                                      \
+    {                                                                                              \
+        size_t n = 0;                                                                              \
+        pthread_mutex_lock(&FK##_obj.lock);                                                        \
+        for (size_t i = 0; i < FK##_obj.live_blocks; i++)                                          \
+            n += FK##_obj.blocks[i].size == bytes;                                                 \
+        pthread_mutex_unlock(&FK##_obj.lock);                                                      \
+        return n;                                                                                  \
+    }                                                                                              \
+    static unsigned long SL##_t_allocs(void) { return FK##_obj.allocs; }                          \
+    static unsigned long SL##_t_frees(void) { return FK##_obj.frees; }                            \
+    static unsigned long SL##_t_bad(void) { return FK##_obj.bad_frees; }                          \
+    static const inst_t SL##_inst = { #SL,          #FK,           sm_sizeclass_##POLICY##_count, \
+                                      MAX,          SLAB,          SL##_t_cs,                     \
+                                      SL##_t_alloc, SL##_t_free,   SL##_t_free_sized,             \
+                                      SL##_t_getmeta, SL##_t_resize, SL##_t_blocks,               \
+                                      SL##_t_allocs, SL##_t_frees, SL##_t_bad };
+
+INSTANCE(sl_tc, fk_tc, tc, sm_sizeclass_tc_max_size, 65536)
+INSTANCE(sl_lb, fk_lb, log2b, sm_sizeclass_log2b_max_size, 65536)
+INSTANCE(sl_iv, fk_iv, ivc, sm_sizeclass_ivc_max_size, 16384)
+INSTANCE(sl_mx, fk_mx, prime, sm_sizeclass_prime_max_size, 65536)
+INSTANCE(sl_sp, fk_sp, tc, sm_sizeclass_tc_max_size, 65536)
+
+static const inst_t *const policy_insts[] = { &sl_tc_inst, &sl_lb_inst, &sl_iv_inst };
+
+static size_t low_bit(size_t x) { return x & -x; }
+static size_t min_size(size_t a, size_t b) { return a < b ? a : b; }
+
+/* Each class serves a request of exactly its size and one just above the class below. */
+static void every_class_one(const inst_t *t)
+{
+    for (unsigned cls = 0; cls < t->classes; cls++) {
+        size_t size = t->class_size(cls), below = cls ? t->class_size(cls - 1) + 1 : 1;
+        void *a = t->alloc(size, 0), *b = t->alloc(below, 0);
+        CHECKF(a && b, "%s: class %u (%zu B) failed", t->name, cls, size);
+        if (!a || !b)
+            return;
+        size_t ua, ub;
+        const char *oa, *ob;
+        CHECKF(t->getmeta(a, &ua, &oa) && t->getmeta(b, &ub, &ob), "%s: getmeta", t->name);
+        CHECKF(!strcmp(oa, t->name) && !strcmp(ob, t->name), "%s: class %u owned by %s", t->name, cls, oa);
+        CHECKF(ua == size && ub == size, "%s: class %u usable %zu/%zu, want %zu", t->name, cls, ua, ub, size);
+        /* objects are aligned to the class size's power-of-two factor, up to a page */
+        size_t want = min_size(low_bit(size), 4096);
+        CHECKF(sm_ptr_aligned(a, want) && sm_ptr_aligned(b, want), "%s: class %u objects not %zu-aligned",
+               t->name, cls, want);
+        check_fill(a, size, 1);
+        check_fill(b, size, 2);
+        CHECKF(check_verify(a, size, 1) && check_verify(b, size, 2), "%s: class %u objects overlap", t->name, cls);
+        t->free(a);
+        t->free(b);
+    }
+}
+static void every_class(void)
+{
+    err_reset();
+    for (size_t i = 0; i < sizeof policy_insts / sizeof *policy_insts; i++)
+        every_class_one(policy_insts[i]);
+    CHECK(err_total() == 0);
+}
+
+/* Thousands of live objects across classes: patterns survive, address ranges are disjoint. */
+typedef struct { unsigned char *p; size_t size, usable; } live_t;
+static int by_address(const void *x, const void *y)
+{
+    const live_t *a = x, *b = y;
+    return a->p < b->p ? -1 : a->p > b->p;
+}
+static size_t random_size(unsigned *seed, size_t max)
+{
+    unsigned r = (unsigned)rand_r(seed);
+    size_t cap = (r & 7) == 0 ? max : (r & 7) < 3 ? 2048 : 256; /* mostly small, some large */
+    return (size_t)rand_r(seed) % (cap + 1);
+}
+static void no_overlap_one(const inst_t *t, size_t n)
+{
+    live_t *v = calloc(n, sizeof *v);
+    unsigned seed = 12345;
+    size_t max = t->max > 65536 ? 65536 : t->max; /* keep the fake's table and the test fast */
+    for (size_t i = 0; i < n; i++) {
+        v[i].size = random_size(&seed, max);
+        v[i].p = t->alloc(v[i].size, 0);
+        const char *owner = "";
+        CHECKF(v[i].p && t->getmeta(v[i].p, &v[i].usable, &owner), "%s: alloc %zu", t->name, v[i].size);
+        if (!v[i].p)
+            return;
+        CHECKF(v[i].usable >= v[i].size && sm_ptr_aligned(v[i].p, 16), "%s: usable %zu for %zu", t->name,
+               v[i].usable, v[i].size);
+        check_fill(v[i].p, v[i].usable, (unsigned)i);
+    }
+    for (size_t i = 0; i < n; i++)
+        CHECKF(check_verify(v[i].p, v[i].usable, (unsigned)i), "%s: object %zu (%zu B) overwritten", t->name, i,
+               v[i].usable);
+    live_t *sorted = malloc(n * sizeof *v);
+    memcpy(sorted, v, n * sizeof *v);
+    qsort(sorted, n, sizeof *v, by_address);
+    for (size_t i = 1; i < n; i++)
+        CHECKF(sorted[i - 1].p + sorted[i - 1].usable <= sorted[i].p, "%s: %p+%zu overlaps %p", t->name,
+               (void *)sorted[i - 1].p, sorted[i - 1].usable, (void *)sorted[i].p);
+    free(sorted);
+    /* free in a shuffled order, verifying each object just before */
+    for (size_t i = n; i > 1; i--) {
+        size_t j = (size_t)rand_r(&seed) % i;
+        live_t tmp = v[i - 1];
+        v[i - 1] = v[j];
+        v[j] = tmp;
+    }
+    for (size_t i = 0; i < n; i++)
+        t->free(v[i].p);
+    free(v);
+    /* what stays below: at most one empty slab per class (and the page-map nodes) */
+    CHECKF(t->fake_blocks_sized(t->slab) <= t->classes, "%s: %zu slabs kept for %u classes", t->name,
+           t->fake_blocks_sized(t->slab), t->classes);
+    CHECKF(t->fake_bad_frees() == 0, "%s: bad frees reached the next layer", t->name);
+}
+static void no_overlap(void)
+{
+    err_reset();
+    for (size_t i = 0; i < sizeof policy_insts / sizeof *policy_insts; i++)
+        no_overlap_one(policy_insts[i], 4000);
+    CHECK(err_total() == 0);
+}
+
+static void aligned_one(const inst_t *t)
+{
+    static const size_t sizes[] = { 0, 1, 24, 100, 1000, 5000 };
+    for (size_t align = 32; align <= 16384; align <<= 1) {
+        for (size_t i = 0; i < sizeof sizes / sizeof *sizes; i++) {
+            size_t size = sizes[i];
+            void *p = t->alloc(size, align);
+            size_t usable = 0;
+            const char *owner = "";
+            CHECKF(p && sm_ptr_aligned(p, align), "%s: %zu B aligned %zu: %p", t->name, size, align, p);
+            if (!p)
+                continue;
+            CHECKF(t->getmeta(p, &usable, &owner) && usable >= size, "%s: getmeta", t->name);
+            const char *want = align <= 4096 ? t->name : t->fake_name;
+            CHECKF(!strcmp(owner, want), "%s: %zu B aligned %zu served by %s, want %s", t->name, size, align, owner,
+                   want);
+            check_fill(p, usable, 7);
+            CHECK(check_verify(p, usable, 7));
+            t->free(p);
+        }
+    }
+}
+static void aligned(void)
+{
+    err_reset();
+    for (size_t i = 0; i < sizeof policy_insts / sizeof *policy_insts; i++)
+        aligned_one(policy_insts[i]);
+    CHECK(err_total() == 0);
+}
+
+/* Free every object of a class: one empty slab stays, the others go back to the next layer;
+ * alloc/free across a slab boundary does not reach the next layer. */
+static void hysteresis(void)
+{
+    const inst_t *t = &sl_tc_inst;
+    const size_t size = 256; /* 64 KiB slabs, unlike the 32 KiB page-map nodes */
+    enum { N = 2000 };       /* about eight slabs */
+    static void *objs[N];
+    objs[0] = t->alloc(size, 0);
+    t->free(objs[0]); /* now the class keeps its one empty slab */
+    size_t base = t->fake_blocks_sized(t->slab);
+    unsigned long allocs_before = t->fake_allocs();
+    for (int i = 0; i < N; i++) {
+        objs[i] = t->alloc(size, 0);
+        CHECK(objs[i] != NULL);
+        check_fill(objs[i], size, (unsigned)i);
+    }
+    /* the kept slab plus new slabs (the fake's other allocations are page-map nodes) */
+    size_t grown = t->fake_blocks_sized(t->slab) - base;
+    CHECKF(grown >= 6 && grown <= t->fake_allocs() - allocs_before, "slabs grew by %zu, base %zu", grown, base);
+    for (int i = 0; i < N; i++) {
+        CHECKF(check_verify(objs[i], size, (unsigned)i), "object %d overwritten", i);
+        t->free(objs[i]);
+    }
+    CHECKF(t->fake_blocks_sized(t->slab) == base, "after freeing all: %zu slabs below, want %zu (one kept empty)",
+           t->fake_blocks_sized(t->slab), base);
+
+    /* fill slabs until the next one is needed, then thrash the boundary */
+    unsigned long a0 = t->fake_allocs();
+    int n = 0;
+    while (n < N && t->fake_allocs() <= a0 + 1)
+        objs[n++] = t->alloc(size, 0); /* the kept slab, then one new slab */
+    unsigned long a1 = t->fake_allocs(), f1 = t->fake_frees();
+    for (int i = 0; i < 1000; i++) {
+        t->free(objs[n - 1]);
+        objs[n - 1] = t->alloc(size, 0);
+        CHECK(objs[n - 1] != NULL);
+    }
+    CHECKF(t->fake_allocs() == a1 && t->fake_frees() == f1, "boundary alloc/free reached the next layer: %lu allocs %lu frees",
+           t->fake_allocs() - a1, t->fake_frees() - f1);
+    for (int i = 0; i < n; i++)
+        t->free(objs[i]);
+    CHECK(t->fake_blocks_sized(t->slab) == base);
+    CHECK(err_total() == 0 && t->fake_bad_frees() == 0);
+}
+
+static void errors_one(const inst_t *t)
+{
+    err_reset();
+    unsigned char *keep = t->alloc(64, 0), *p = t->alloc(64, 0);
+    CHECK(keep && p);
+    check_fill(keep, 64, 3);
+    t->free(p);
+    t->free(p);
+    CHECKF(err_counts[SM_ERR_DOUBLE_FREE] == 1 && err_total() == 1, "%s: double free raised %lu", t->name, err_total());
+    CHECKF(err_layer && !strcmp(err_layer, t->name) && err_ptr == p, "%s: error from %s", t->name, err_layer);
+
+    err_reset();
+    t->free(keep + 16);
+    CHECKF(err_counts[SM_ERR_INVALID_FREE] == 1 && err_total() == 1, "%s: interior free raised %lu", t->name,
+           err_total());
+    err_reset();
+    t->free((void *)((uintptr_t)keep & ~(uintptr_t)(t->slab - 1))); /* the slab's descriptor */
+    CHECKF(err_counts[SM_ERR_INVALID_FREE] == 1 && err_total() == 1, "%s: descriptor free raised %lu", t->name,
+           err_total());
+    err_reset();
+    t->free_sized(keep, 65);
+    CHECKF(err_counts[SM_ERR_INVALID_FREE] == 1 && err_total() == 1, "%s: oversized sized free raised %lu", t->name,
+           err_total());
+    size_t usable = 0;
+    const char *owner = "";
+    CHECKF(!t->getmeta(keep + 16, &usable, &owner), "%s: getmeta of an interior pointer", t->name);
+    CHECKF(check_verify(keep, 64, 3), "%s: the ignored frees damaged the object", t->name);
+    err_reset();
+    t->free_sized(keep, 64);
+    CHECK(err_total() == 0 && t->fake_bad_frees() == 0);
+}
+static void errors(void)
+{
+    for (size_t i = 0; i < sizeof policy_insts / sizeof *policy_insts; i++)
+        errors_one(policy_insts[i]);
+}
+
+static void resize_and_above_max_one(const inst_t *t)
+{
+    void *p = t->alloc(100, 0);
+    size_t usable = 0;
+    const char *owner = "";
+    CHECK(p && t->getmeta(p, &usable, &owner));
+    CHECKF(t->resize(p, usable) && t->resize(p, 1) && !t->resize(p, usable + 1), "%s: resize in class %zu", t->name,
+           usable);
+    t->free(p);
+
+    unsigned long allocs = t->fake_allocs(), frees = t->fake_frees();
+    void *big = t->alloc(t->max + 1, 0);
+    CHECKF(big && t->fake_allocs() == allocs + 1, "%s: %zu B not passed to next", t->name, t->max + 1);
+    CHECKF(t->getmeta(big, &usable, &owner) && !strcmp(owner, t->fake_name) && usable == t->max + 1,
+           "%s: big block owner %s", t->name, owner);
+    CHECK(t->resize(big, t->max) && !t->resize(big, t->max + 2)); /* answered by the fake */
+    t->free(big);
+    CHECKF(t->fake_frees() == frees + 1 && t->fake_bad_frees() == 0, "%s: big free not passed on", t->name);
+}
+static void resize_and_above_max(void)
+{
+    err_reset();
+    for (size_t i = 0; i < sizeof policy_insts / sizeof *policy_insts; i++)
+        resize_and_above_max_one(policy_insts[i]);
+    CHECK(err_total() == 0);
+}
+
+static void out_of_memory(void)
+{
+    err_reset();
+    errno = 0;
+    fk_oom_obj.limit_bytes = 1;
+    sm_mctx_t c = sm_mctx_alloc(64, 0, 0);
+    CHECK(sl_oom_alloc(&c) == NULL && c.ptr == NULL && errno == ENOMEM);
+
+    /* room for a slab but not for the page-map nodes: the slab must go back */
+    errno = 0;
+    fk_oom_obj.limit_bytes = 65536;
+    c = sm_mctx_alloc(64, 0, 0);
+    CHECK(sl_oom_alloc(&c) == NULL && errno == ENOMEM);
+    CHECKF(fk_oom_obj.live_blocks == 0 && fk_oom_obj.allocs == fk_oom_obj.frees, "%zu blocks leaked",
+           fk_oom_obj.live_blocks);
+
+    /* two map nodes and two slabs */
+    fk_oom_obj.limit_bytes = 2 * SM_PAGEMAP_NODE_BYTES + 2 * 65536;
+    enum { MAX = 1000 };
+    static void *objs[MAX + 2];
+    int n = 0;
+    errno = 0;
+    for (; n < MAX; n++) {
+        c = sm_mctx_alloc(1024, 0, 0);
+        if (!(objs[n] = sl_oom_alloc(&c)))
+            break;
+        check_fill(objs[n], 1024, (unsigned)n);
+    }
+    CHECKF(n > 100 && n < MAX && errno == ENOMEM, "%d objects before OOM, errno %d", n, errno);
+    /* a free makes room again without the next layer */
+    sm_mctx_t f = sm_mctx_block(objs[n - 1], 0, 0);
+    sl_oom_free(&f);
+    c = sm_mctx_alloc(1000, 0, 0);
+    CHECK((objs[n - 1] = sl_oom_alloc(&c)) != NULL);
+    check_fill(objs[n - 1], 1024, (unsigned)(n - 1));
+    /* and more memory below makes it grow again */
+    fk_oom_obj.limit_bytes = 0;
+    c = sm_mctx_alloc(1024, 0, 0);
+    CHECK((objs[n] = sl_oom_alloc(&c)) != NULL);
+    check_fill(objs[n], 1024, (unsigned)n);
+    for (int i = 0; i <= n; i++) {
+        CHECKF(check_verify(objs[i], 1024, (unsigned)i), "object %d overwritten", i);
+        f = sm_mctx_block(objs[i], 0, 0);
+        sl_oom_free(&f);
+    }
+    CHECK(err_total() == 0 && fk_oom_obj.bad_frees == 0);
+}
+
+/* Cross-thread frees: two producer/consumer pairs; producers allocate, consumers verify and free. */
+enum { RING = 256, PER_PRODUCER = 60000 };
+typedef struct {
+    const inst_t *t;
+    void *slot[RING];
+    size_t size[RING];
+    unsigned head, tail; /* producer writes head, consumer writes tail */
+    unsigned long bad;
+} pair_t;
+
+static void *producer(void *arg)
+{
+    pair_t *q = arg;
+    unsigned seed = (unsigned)(uintptr_t)arg;
+    for (unsigned i = 0; i < PER_PRODUCER; i++) {
+        size_t size = random_size(&seed, 4096);
+        unsigned char *p = q->t->alloc(size, 0);
+        if (!p) {
+            __atomic_add_fetch(&q->bad, 1, __ATOMIC_RELAXED);
+            continue;
+        }
+        size_t n = size < 64 ? size : 64;
+        check_fill(p, n, (unsigned)size);
+        if (i % 4 == 0) { /* some objects die where they were born */
+            if (!check_verify(p, n, (unsigned)size))
+                __atomic_add_fetch(&q->bad, 1, __ATOMIC_RELAXED);
+            q->t->free(p);
+            continue;
+        }
+        unsigned h = q->head;
+        while (h - __atomic_load_n(&q->tail, __ATOMIC_ACQUIRE) == RING)
+            sched_yield();
+        q->slot[h % RING] = p;
+        q->size[h % RING] = size;
+        __atomic_store_n(&q->head, h + 1, __ATOMIC_RELEASE);
+    }
+    return NULL;
+}
+
+static void *consumer(void *arg)
+{
+    pair_t *q = arg;
+    unsigned expected = PER_PRODUCER - (PER_PRODUCER + 3) / 4;
+    for (unsigned got = 0; got < expected;) {
+        unsigned t = q->tail;
+        unsigned h = __atomic_load_n(&q->head, __ATOMIC_ACQUIRE);
+        if (t == h) {
+            sched_yield();
+            continue;
+        }
+        for (; t != h; t++, got++) {
+            unsigned char *p = q->slot[t % RING];
+            size_t size = q->size[t % RING];
+            if (!check_verify(p, size < 64 ? size : 64, (unsigned)size))
+                __atomic_add_fetch(&q->bad, 1, __ATOMIC_RELAXED);
+            q->t->free(p);
+        }
+        __atomic_store_n(&q->tail, t, __ATOMIC_RELEASE);
+    }
+    return NULL;
+}
+
+static void stress(const inst_t *t)
+{
+    err_reset();
+    static pair_t pairs[2];
+    pthread_t th[4];
+    for (int i = 0; i < 2; i++) {
+        memset(&pairs[i], 0, sizeof pairs[i]);
+        pairs[i].t = t;
+        pthread_create(&th[2 * i], NULL, producer, &pairs[i]);
+        pthread_create(&th[2 * i + 1], NULL, consumer, &pairs[i]);
+    }
+    for (int i = 0; i < 4; i++)
+        pthread_join(th[i], NULL);
+    CHECKF(pairs[0].bad + pairs[1].bad == 0, "%s: %lu failed allocations or damaged objects", t->name,
+           pairs[0].bad + pairs[1].bad);
+    CHECKF(err_total() == 0 && t->fake_bad_frees() == 0, "%s: %lu errors raised", t->name, err_total());
+    /* everything was freed: at most one empty slab per class is left (64 KiB slabs here) */
+    CHECKF(t->fake_blocks_sized(t->slab) <= t->classes, "%s: %zu slabs left below", t->name,
+           t->fake_blocks_sized(t->slab));
+}
+static void stress_mutex(void) { stress(&sl_mx_inst); }
+static void stress_spinlock(void) { stress(&sl_sp_inst); }
+
+static void fork_hooks(void)
+{
+    /* prepare takes every lock and the fake's; parent releases them all, so allocation works after */
+    sl_tc_fork_prepare();
+    sl_tc_fork_parent();
+    sl_tc_fork_prepare();
+    sl_tc_fork_child();
+    void *p = sl_tc_inst.alloc(48, 0);
+    CHECK(p != NULL && fk_tc_obj.forks == 2);
+    sl_tc_inst.free(p);
+}
+
+int main(void)
+{
+    check_begin("slab_lk");
+    sm_err_callback_set(on_error);
+    CHECK(sl_tc_create() == 0 && sl_lb_create() == 0 && sl_iv_create() == 0);
+    RUN_CASE(every_class);
+    RUN_CASE(no_overlap);
+    RUN_CASE(aligned);
+    RUN_CASE(hysteresis);
+    RUN_CASE(errors);
+    RUN_CASE(resize_and_above_max);
+    RUN_CASE(out_of_memory);
+    RUN_CASE(stress_mutex);
+    RUN_CASE(stress_spinlock);
+    RUN_CASE(fork_hooks);
+    return check_end();
+}

@@ -25,9 +25,11 @@ SM_INLINE int SM_FN(create)(void) { return SM_NEXT_FN(create)(); }
 
 SM_INLINE void *SM_FN(alloc)(sm_mctx_t *c)
 {
-    if (!SM_FN(handles_size)(c->size))
-        return SM_NEXT_FN(alloc)(c);
-    /* A real layer would serve the request here; this one has nothing of its own to give. */
+    if (SM_FN(handles_size)(c->size)) {
+        /* A real layer serves the request here and returns; this one has nothing to give. */
+    }
+    /* One call site for the pass-down path: everything below is inlined here exactly once.
+     * (Two calls, one per branch, would inline the whole stack twice.) */
     return SM_NEXT_FN(alloc)(c);
 }
 

@@ -3,6 +3,9 @@
 #ifndef SUNMAO_OS_PRIM_H
 #define SUNMAO_OS_PRIM_H
 
+#if !defined(_GNU_SOURCE) && !defined(_DEFAULT_SOURCE)
+#error "os/prim.h needs Linux extensions (mremap, MAP_ANONYMOUS): compile with -D_GNU_SOURCE"
+#endif
 #include <errno.h>
 #include <stdbool.h>
 #include <stddef.h>
@@ -70,6 +73,12 @@ static inline void *sm_os_map_aligned(size_t size, size_t align)
     if (tail)
         munmap(p + size, tail);
     return p;
+}
+
+/* Grow or shrink a mapping without moving it; -1 (errno set) when the pages after it are taken. */
+static inline int sm_os_remap_inplace(void *p, size_t old_size, size_t new_size)
+{
+    return mremap(p, old_size, new_size, 0) == MAP_FAILED ? -1 : 0;
 }
 
 /* Give the physical pages back but keep the range mapped. MADV_DONTNEED drops RSS at once (what

@@ -1,0 +1,312 @@
+/* brk_heap: OS layer over the program break (paper Table 2; the TLSF baseline uses it because
+ * TLSF merges neighbouring regions, and sbrk hands out neighbouring regions). No SM_NEXT.
+ *
+ * Parameters: SM_LAYER. Slots: sync (required: the one global lock), err (required: invalid and
+ * double frees). Options: SM_OPT_GROWTH (bytes the break moves by at least, and the unused space
+ * above the last block that is kept before the break is lowered; default 64 KiB).
+ * Properties: thread-safe with a locking sync policy, page-aligned blocks, not zero-filled
+ * (SM_F_FRESH marks blocks carved from never-used break space).
+ *
+ * Blocks are whole pages carved upward from the break. A run is the span of break we extended
+ * contiguously; when something else (the C library, a foreign sbrk) moved the break in between,
+ * sbrk returns memory that does not continue our run and a new run starts there (the unused end of
+ * the old one becomes a free block). Freed blocks go on one address-ordered free list, merged
+ * with free neighbours, and are reused first-fit; a free block that reaches the top of the run is
+ * handed back to the break, which is lowered once GROWTH bytes or more lie unused above the top
+ * and only if the break is still where we left it. Free-list operations walk the list: the layer
+ * is meant to feed a core layer that asks for large chunks, rarely.
+ *
+ * Every block's first page is recorded in a page map (nodes from sm_os_map, since the break itself
+ * must not hold them), so free without a size, getmeta and foreign-pointer checks are lookups.
+ * Limits: sbrk is process-global and not thread-safe in the C library; other code calling sbrk
+ * concurrently with this layer is outside what any lock here can protect. */
+#include "../core/layer.h"
+#include "../core/errors.h"
+#include "../core/pagemap.h"
+#include "prim.h"
+
+#ifndef SM_LAYER
+#error "brk_heap: define SM_LAYER (this instance's name) before including"
+#endif
+#ifdef SM_NEXT
+#error "brk_heap: an OS layer is the bottom of a composition; SM_NEXT must not be defined"
+#endif
+#ifndef SM_SYNC
+#error "brk_heap: policy slot 'sync' is empty (SM_SYNC = none|spinlock|mutex)"
+#endif
+#ifndef SM_ERR
+#error "brk_heap: policy slot 'err' is empty (SM_ERR = warn|fatal|callback)"
+#endif
+#ifndef SM_OPT_GROWTH
+#define SM_OPT_GROWTH ((size_t)64 << 10)
+#endif
+_Static_assert(((SM_OPT_GROWTH) & ((SM_OPT_GROWTH) - 1)) == 0 && (SM_OPT_GROWTH) > 0,
+               "brk_heap: SM_OPT_GROWTH must be a power of two");
+
+enum {
+    SM_FN(granule_shift) = 12,
+    SM_FN(w_live) = 1, /* page-map word of a block's first page: size | w_live or size | w_free */
+    SM_FN(w_free) = 2,
+    SM_FN(w_kind_mask) = 0xfff,
+};
+
+/* Kept in the first bytes of a free block. */
+struct SM_FN(free_block) { struct SM_FN(free_block) *next; size_t size; };
+
+static struct {
+    SM_SYNC_FN(t) lock;
+    sm_pagemap_t map;
+    char *run_start;  /* the break may not be lowered below this */
+    char *top;        /* first uncarved byte of the run (page-aligned) */
+    char *brk_end;    /* the break as this layer last set it */
+    char *clean_from; /* [clean_from, brk_end) has never been handed out: it is still zero */
+    struct SM_FN(free_block) *free_list; /* address order */
+} SM_FN(obj) = { SM_SYNC_INIT, { { 0 } }, 0, 0, 0, 0, 0 };
+
+enum {
+    SM_FN(thread_safe) = SM_CAT3(sm_sync_, SM_SYNC, _thread_safe),
+    SM_FN(min_align) = 4096, /* the smallest page size; the true page size at run time */
+    SM_FN(zeroed) = 0,
+};
+
+static void *SM_FN(node_alloc)(size_t bytes) { return sm_os_map(bytes); }
+
+SM_INLINE uintptr_t SM_FN(word)(const void *p)
+{
+    if (!p || !sm_ptr_aligned(p, (size_t)1 << SM_FN(granule_shift)))
+        return 0;
+    return sm_pagemap_get(&SM_FN(obj).map, SM_FN(granule_shift), p);
+}
+
+SM_INLINE bool SM_FN(record)(void *p, uintptr_t w)
+{
+    return sm_pagemap_set(&SM_FN(obj).map, SM_FN(granule_shift), p, 1, w, SM_FN(node_alloc));
+}
+
+SM_INLINE int SM_FN(create)(void)
+{
+    (void)sm_os_page_size();
+    return 0;
+}
+
+static void SM_FN(trim_locked)(void)
+{
+    char *keep = SM_FN(obj).top;
+    size_t unused = (size_t)(SM_FN(obj).brk_end - keep);
+    if (unused < (size_t)(SM_OPT_GROWTH) || sm_os_sbrk(0) != SM_FN(obj).brk_end)
+        return; /* little to gain, or someone else's memory now lies above ours */
+    if (sm_os_sbrk(-(intptr_t)unused)) {
+        SM_FN(obj).brk_end = keep;
+        if (SM_FN(obj).clean_from > keep)
+            SM_FN(obj).clean_from = keep;
+    }
+}
+
+/* Put [b, b + size) on the free list, merging with free neighbours; give it to the top if it
+ * reaches it. Caller holds the lock. */
+static void SM_FN(insert_free_locked)(char *b, size_t size)
+{
+    struct SM_FN(free_block) **at = &SM_FN(obj).free_list, *prev = NULL;
+    while (*at && (char *)*at < b)
+        prev = *at, at = &(*at)->next;
+    struct SM_FN(free_block) *next = *at;
+    if (prev && (char *)prev + prev->size == b) {
+        SM_FN(record)(b, 0);
+        prev->size += size;
+        b = (char *)prev, size = prev->size;
+    } else {
+        struct SM_FN(free_block) *f = (struct SM_FN(free_block) *)b;
+        f->next = next, f->size = size;
+        *at = f, prev = f;
+    }
+    if (next && b + size == (char *)next) {
+        SM_FN(record)(next, 0);
+        prev->next = next->next;
+        prev->size = size += next->size;
+    }
+    if (b + size == SM_FN(obj).top) {
+        SM_FN(record)(b, 0);
+        for (at = &SM_FN(obj).free_list; *at != prev; at = &(*at)->next) {
+        }
+        *at = prev->next;
+        SM_FN(obj).top = b;
+        SM_FN(trim_locked)();
+        return;
+    }
+    SM_FN(record)(b, size | SM_FN(w_free));
+}
+
+/* Move the break up by at least `need` bytes. If it no longer continues our run, start a new run
+ * where it is. false with errno = ENOMEM when sbrk refuses. Caller holds the lock. */
+static bool SM_FN(extend_locked)(size_t need)
+{
+    size_t page = sm_os_page_size();
+    size_t incr = sm_align_up(need, (size_t)(SM_OPT_GROWTH) > page ? (size_t)(SM_OPT_GROWTH) : page);
+    if (incr < need || incr > (size_t)INTPTR_MAX) {
+        errno = ENOMEM;
+        return false;
+    }
+    char *old = (char *)sm_os_sbrk((intptr_t)incr);
+    if (!old)
+        return false;
+    if (old == SM_FN(obj).brk_end) {
+        SM_FN(obj).brk_end = old + incr;
+        return true;
+    }
+    char *old_top = SM_FN(obj).top;
+    char *old_end = (char *)sm_align_down((uintptr_t)SM_FN(obj).brk_end, page);
+    SM_FN(obj).run_start = old;
+    SM_FN(obj).top = SM_FN(obj).clean_from = (char *)sm_align_up((uintptr_t)old, page);
+    SM_FN(obj).brk_end = old + incr;
+    if (old_top && old_end > old_top) /* the rest of the old run stays ours: keep it for reuse */
+        SM_FN(insert_free_locked)(old_top, (size_t)(old_end - old_top));
+    return true;
+}
+
+/* Remove f from the free list and return to it the parts of it outside [a, a + bytes). */
+static void SM_FN(take_from_free_locked)(struct SM_FN(free_block) *f, char *a, size_t bytes)
+{
+    struct SM_FN(free_block) **at = &SM_FN(obj).free_list;
+    while (*at != f)
+        at = &(*at)->next;
+    *at = f->next;
+    char *b = (char *)f, *end = b + f->size;
+    SM_FN(record)(b, 0);
+    if (a > b)
+        SM_FN(insert_free_locked)(b, (size_t)(a - b));
+    if (end > a + bytes)
+        SM_FN(insert_free_locked)(a + bytes, (size_t)(end - (a + bytes)));
+}
+
+SM_INLINE void *SM_FN(alloc)(sm_mctx_t *c)
+{
+    size_t page = sm_os_page_size();
+    if (c->size > SIZE_MAX / 4 || c->align > SIZE_MAX / 4) {
+        errno = ENOMEM;
+        return c->ptr = NULL;
+    }
+    size_t bytes = sm_align_up(c->size ? c->size : 1, page);
+    size_t align = c->align > page ? c->align : page;
+    char *a = NULL;
+    SM_SYNC_FN(lock)(&SM_FN(obj).lock);
+    for (struct SM_FN(free_block) *f = SM_FN(obj).free_list; f; f = f->next) {
+        char *cand = (char *)sm_align_up((uintptr_t)f, align);
+        if (cand + bytes <= (char *)f + f->size && cand >= (char *)f) {
+            a = cand;
+            SM_FN(take_from_free_locked)(f, a, bytes);
+            break;
+        }
+    }
+    if (!a) {
+        for (;;) {
+            uintptr_t start = sm_align_up((uintptr_t)SM_FN(obj).top, align);
+            a = (char *)start;
+            if (SM_FN(obj).top && start + bytes <= (uintptr_t)SM_FN(obj).brk_end)
+                break;
+            /* Integers, not pointers: before the first sbrk there is no run to point into. */
+            if (!SM_FN(extend_locked)(start + bytes - (uintptr_t)SM_FN(obj).brk_end)) {
+                SM_SYNC_FN(unlock)(&SM_FN(obj).lock);
+                return c->ptr = NULL;
+            }
+        }
+        char *gap = SM_FN(obj).top;
+        SM_FN(obj).top = a + bytes;
+        if (a >= SM_FN(obj).clean_from)
+            c->flags |= SM_F_FRESH;
+        if (SM_FN(obj).clean_from < a + bytes)
+            SM_FN(obj).clean_from = a + bytes;
+        if (a > gap) /* alignment padding below the block */
+            SM_FN(insert_free_locked)(gap, (size_t)(a - gap));
+    }
+    bool ok = SM_FN(record)(a, bytes | SM_FN(w_live));
+    if (!ok)
+        SM_FN(insert_free_locked)(a, bytes);
+    SM_SYNC_FN(unlock)(&SM_FN(obj).lock);
+    if (!ok) {
+        c->flags &= ~(unsigned)SM_F_FRESH;
+        errno = ENOMEM;
+        return c->ptr = NULL;
+    }
+    return c->ptr = a;
+}
+
+SM_INLINE void SM_FN(free)(sm_mctx_t *c)
+{
+    char *p = (char *)c->ptr;
+    SM_SYNC_FN(lock)(&SM_FN(obj).lock);
+    uintptr_t w = SM_FN(word)(p);
+    size_t size = w & ~(uintptr_t)SM_FN(w_kind_mask);
+    bool live = (w & SM_FN(w_live)) != 0;
+    bool size_ok = !(c->flags & SM_F_SIZED) || c->size <= size;
+    if (live && size_ok) {
+        SM_FN(record)(p, 0);
+        SM_FN(insert_free_locked)(p, size);
+    }
+    SM_SYNC_FN(unlock)(&SM_FN(obj).lock);
+    if (!live)
+        SM_ERR_FN(raise)((w & SM_FN(w_free)) ? SM_ERR_DOUBLE_FREE : SM_ERR_INVALID_FREE, SM_LAYER_NAME, p,
+                         (w & SM_FN(w_free)) ? "block already freed"
+                                             : "not the start of a live block of this layer (or freed twice)");
+    else if (!size_ok)
+        SM_ERR_FN(raise)(SM_ERR_INVALID_FREE, SM_LAYER_NAME, p, "sized free larger than the block; ignored");
+}
+
+SM_INLINE bool SM_FN(getmeta)(sm_mctx_t *c)
+{
+    uintptr_t w = SM_FN(word)(c->ptr);
+    if (!(w & SM_FN(w_live)))
+        return false;
+    c->usable = w & ~(uintptr_t)SM_FN(w_kind_mask);
+    c->owner = SM_LAYER_NAME;
+    return true;
+}
+
+/* Shrinking frees the tail pages; growing takes the free block or the top space that follows. */
+SM_INLINE bool SM_FN(resize)(sm_mctx_t *c, size_t n)
+{
+    char *p = (char *)c->ptr;
+    if (n > SIZE_MAX / 4)
+        return false;
+    size_t want = sm_align_up(n ? n : 1, sm_os_page_size());
+    bool ok = false;
+    SM_SYNC_FN(lock)(&SM_FN(obj).lock);
+    uintptr_t w = SM_FN(word)(p);
+    size_t size = w & ~(uintptr_t)SM_FN(w_kind_mask);
+    if (!(w & SM_FN(w_live))) {
+        ok = false;
+    } else if (want <= size) {
+        SM_FN(record)(p, want | SM_FN(w_live));
+        if (want < size)
+            SM_FN(insert_free_locked)(p + want, size - want);
+        ok = true;
+    } else {
+        char *end = p + size;
+        size_t extra = want - size;
+        uintptr_t nw = SM_FN(word)(end);
+        if ((nw & SM_FN(w_free)) && (nw & ~(uintptr_t)SM_FN(w_kind_mask)) >= extra) {
+            SM_FN(take_from_free_locked)((struct SM_FN(free_block) *)end, end, extra);
+            ok = true;
+        } else if (end == SM_FN(obj).top) {
+            if ((size_t)(SM_FN(obj).brk_end - end) < extra && sm_os_sbrk(0) == SM_FN(obj).brk_end)
+                SM_FN(extend_locked)(extra - (size_t)(SM_FN(obj).brk_end - end));
+            ok = end == SM_FN(obj).top && (size_t)(SM_FN(obj).brk_end - end) >= extra;
+            if (ok) {
+                SM_FN(obj).top = end + extra;
+                if (SM_FN(obj).clean_from < SM_FN(obj).top)
+                    SM_FN(obj).clean_from = SM_FN(obj).top;
+            }
+        }
+        if (ok)
+            SM_FN(record)(p, want | SM_FN(w_live));
+    }
+    SM_SYNC_FN(unlock)(&SM_FN(obj).lock);
+    return ok;
+}
+
+SM_INLINE void SM_FN(thread_exit)(void) {}
+SM_INLINE void SM_FN(fork_prepare)(void) { SM_SYNC_FN(lock)(&SM_FN(obj).lock); }
+SM_INLINE void SM_FN(fork_parent)(void) { SM_SYNC_FN(unlock)(&SM_FN(obj).lock); }
+SM_INLINE void SM_FN(fork_child)(void) { SM_SYNC_FN(reinit)(&SM_FN(obj).lock); }
+
+#undef SM_OPT_GROWTH
+#include "../core/layer_end.h"

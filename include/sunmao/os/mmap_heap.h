@@ -1,0 +1,367 @@
+/* mmap_heap: OS layer over anonymous mmap (paper Table 2; mmap_heap(faa_heap_growth, threadlocal_heap_size,
+ * huge_page)). The bottom of a composition: no SM_NEXT.
+ *
+ * Parameters: SM_LAYER. Slots: err (required; invalid and double frees), sync (optional, default
+ * spinlock: guards the block registry, never taken on the thread-heap carve path).
+ * Options:
+ *   SM_OPT_GROWTH                 direct mappings are rounded up to this (0 = the page size; default 0)
+ *   SM_OPT_THREAD_HEAP_SIZE       0 = off (default); else bytes of address space each thread reserves
+ *                                 (MAP_NORESERVE) and bump-allocates small requests from
+ *   SM_OPT_THREAD_HEAP_MAX_BLOCK  largest request served by the thread heap (default 1 MiB, and never
+ *                                 more than a quarter of the thread heap)
+ *   SM_OPT_HUGE_PAGES             1: ask for transparent huge pages on mappings >= 2 MiB, aligned to 2 MiB
+ * Properties: thread-safe, page-aligned blocks, always zero-filled (SM_F_FRESH on every result).
+ *
+ * Every block handed out is recorded in a page map keyed by its first page, holding its size and
+ * kind, so free without a size, getmeta and foreign-pointer detection cost one lock-free lookup.
+ *
+ * Thread heap. A thread carves page-granular blocks from its private region with plain stores to
+ * a thread-local cursor: no lock, no atomic read-modify-write. That works because the page-map nodes
+ * covering the whole region are created when the region is reserved, so recording a carved block is
+ * a single store to a word no other thread writes. Frees may come from any thread: a carved block's
+ * pages are purged with MADV_DONTNEED (zero again on next touch, so reuse stays SM_F_FRESH) and the
+ * block goes on a shared, locked free list binned by log2 of its page count; allocation looks there
+ * first only when the shared counter of such blocks is non-zero (one plain load otherwise). Regions
+ * are never unmapped: their pages cost RSS only while carved blocks are live. When a thread exits
+ * (thread_exit), the uncarved tail of its region goes on a shared list that the next thread needing
+ * space adopts, so short-lived threads do not each burn a region of address space. A thread that
+ * exits without thread_exit being called leaves its tail unused: address space, never memory. */
+#include "../core/layer.h"
+#include "../core/errors.h"
+#include "../core/pagemap.h"
+#include "prim.h"
+
+#ifndef SM_LAYER
+#error "mmap_heap: define SM_LAYER (this instance's name) before including"
+#endif
+#ifdef SM_NEXT
+#error "mmap_heap: an OS layer is the bottom of a composition; SM_NEXT must not be defined"
+#endif
+#ifndef SM_ERR
+#error "mmap_heap: policy slot 'err' is empty (SM_ERR = warn|fatal|callback)"
+#endif
+#ifndef SM_SYNC
+#include "../policies/sync/spinlock.h"
+#define SM_SYNC spinlock
+#endif
+#ifndef SM_OPT_GROWTH
+#define SM_OPT_GROWTH 0
+#endif
+#ifndef SM_OPT_THREAD_HEAP_SIZE
+#define SM_OPT_THREAD_HEAP_SIZE 0
+#endif
+#ifndef SM_OPT_THREAD_HEAP_MAX_BLOCK
+#define SM_OPT_THREAD_HEAP_MAX_BLOCK ((size_t)1 << 20)
+#endif
+#ifndef SM_OPT_HUGE_PAGES
+#define SM_OPT_HUGE_PAGES 0
+#endif
+_Static_assert(SM_OPT_GROWTH == 0 || ((SM_OPT_GROWTH) & ((SM_OPT_GROWTH) - 1)) == 0,
+               "mmap_heap: SM_OPT_GROWTH must be 0 or a power of two");
+_Static_assert(SM_OPT_THREAD_HEAP_SIZE == 0 || SM_OPT_THREAD_HEAP_SIZE >= ((size_t)1 << 20),
+               "mmap_heap: SM_OPT_THREAD_HEAP_SIZE must be 0 or at least 1 MiB");
+
+/* Page-map word of a block's first page: its size (a multiple of 4 KiB) | kind bits. */
+enum {
+    SM_FN(granule_shift) = 12,
+    SM_FN(w_direct) = 1,   /* a mapping of its own: free unmaps it */
+    SM_FN(w_carved) = 2,   /* carved from a thread region */
+    SM_FN(w_free) = 4,     /* with w_carved: freed, waiting on a bin */
+    SM_FN(w_kind_mask) = 0xfff,
+    SM_FN(bin_count) = 24,
+    SM_FN(huge_bytes) = 2 << 20,
+};
+#define SM_MMAP_THREAD_MAX                                                                          \
+    ((size_t)(SM_OPT_THREAD_HEAP_MAX_BLOCK) < (size_t)(SM_OPT_THREAD_HEAP_SIZE) / 4                \
+         ? (size_t)(SM_OPT_THREAD_HEAP_MAX_BLOCK)                                                   \
+         : (size_t)(SM_OPT_THREAD_HEAP_SIZE) / 4)
+
+/* Stored in the first bytes of a freed carved block, or of an abandoned region tail. */
+struct SM_FN(link) { struct SM_FN(link) *next; char *end; };
+
+static struct {
+    SM_SYNC_FN(t) lock;
+    sm_pagemap_t map;
+    struct SM_FN(link) *bins[SM_FN(bin_count)]; /* freed carved blocks, by log2 of page count */
+    size_t freed_count;                          /* blocks in bins; read without the lock */
+    struct SM_FN(link) *orphans;                 /* region tails of exited threads */
+} SM_FN(obj) = { SM_SYNC_INIT, { { 0 } }, { 0 }, 0, 0 };
+
+/* Default TLS model on purpose: initial-exec would make the library impossible to dlopen. */
+static __thread struct { char *cur, *end; } SM_FN(region);
+
+enum {
+    SM_FN(thread_safe) = 1,
+    SM_FN(min_align) = 4096, /* the smallest page size; the true page size at run time */
+    SM_FN(zeroed) = 1,
+};
+
+SM_INLINE size_t SM_FN(granularity)(void)
+{
+    size_t page = sm_os_page_size(), growth = SM_OPT_GROWTH;
+    return growth > page ? growth : page;
+}
+
+static void *SM_FN(node_alloc)(size_t bytes) { return sm_os_map(bytes); }
+
+SM_INLINE uintptr_t SM_FN(word)(const void *p)
+{
+    if (!p || !sm_ptr_aligned(p, (size_t)1 << SM_FN(granule_shift)))
+        return 0;
+    return sm_pagemap_get(&SM_FN(obj).map, SM_FN(granule_shift), p);
+}
+
+SM_INLINE bool SM_FN(word_live)(uintptr_t w)
+{
+    return (w & (SM_FN(w_direct) | SM_FN(w_carved))) && !(w & SM_FN(w_free));
+}
+
+SM_INLINE bool SM_FN(record)(void *p, uintptr_t w)
+{
+    return sm_pagemap_set(&SM_FN(obj).map, SM_FN(granule_shift), p, 1, w, SM_FN(node_alloc));
+}
+
+SM_INLINE int SM_FN(create)(void)
+{
+    (void)sm_os_page_size();
+    return 0;
+}
+
+SM_SLOWPATH void *SM_FN(map_direct)(sm_mctx_t *c)
+{
+    if (c->size > SIZE_MAX / 2 || c->align > SIZE_MAX / 4) {
+        errno = ENOMEM;
+        return c->ptr = NULL;
+    }
+    size_t align = c->align;
+    size_t bytes = sm_align_up(c->size ? c->size : 1, SM_FN(granularity)());
+    if (SM_OPT_HUGE_PAGES && bytes >= SM_FN(huge_bytes) && align < SM_FN(huge_bytes))
+        align = SM_FN(huge_bytes);
+    void *p = sm_os_map_aligned(bytes, align);
+    if (!p)
+        return c->ptr = NULL;
+    if (SM_OPT_HUGE_PAGES && bytes >= SM_FN(huge_bytes))
+        sm_os_hint_huge(p, bytes);
+    SM_SYNC_FN(lock)(&SM_FN(obj).lock);
+    bool ok = SM_FN(record)(p, bytes | SM_FN(w_direct));
+    SM_SYNC_FN(unlock)(&SM_FN(obj).lock);
+    if (!ok) { /* no memory for the registry: a block we could not recognise must not escape */
+        sm_os_unmap(p, bytes);
+        errno = ENOMEM;
+        return c->ptr = NULL;
+    }
+    c->flags |= SM_F_FRESH;
+    return c->ptr = p;
+}
+
+/* The thread-heap functions below are dead code when SM_OPT_THREAD_HEAP_SIZE is 0 (options may
+ * be expressions with casts, which #if cannot evaluate). */
+/* A freed carved block of at least `bytes`, made live again; NULL if none. Caller holds the lock. */
+SM_UNUSED static void *SM_FN(take_freed_locked)(size_t bytes, size_t *usable)
+{
+    unsigned bin = sm_log2_floor(bytes >> SM_FN(granule_shift));
+    for (; bin < SM_FN(bin_count); bin++) {
+        for (struct SM_FN(link) **at = &SM_FN(obj).bins[bin]; *at; at = &(*at)->next) {
+            struct SM_FN(link) *b = *at;
+            size_t size = (size_t)(b->end - (char *)b);
+            if (size < bytes)
+                continue;
+            *at = b->next;
+            __atomic_store_n(&SM_FN(obj).freed_count, SM_FN(obj).freed_count - 1, __ATOMIC_RELAXED);
+            b->next = NULL, b->end = NULL; /* the purged block is all zero again */
+            SM_FN(record)(b, size | SM_FN(w_carved));
+            *usable = size;
+            return b;
+        }
+    }
+    return NULL;
+}
+
+/* Reserve a region and create the page-map nodes covering it, so carving never allocates. */
+SM_UNUSED static bool SM_FN(new_region)(void)
+{
+    size_t size = SM_OPT_THREAD_HEAP_SIZE;
+    char *base = (char *)sm_os_map(size);
+    if (!base)
+        return false;
+    if (SM_OPT_HUGE_PAGES)
+        sm_os_hint_huge(base, size);
+    const size_t leaf_span = (size_t)1 << (SM_FN(granule_shift) + SM_PAGEMAP_NODE_BITS);
+    bool ok = true;
+    SM_SYNC_FN(lock)(&SM_FN(obj).lock);
+    for (char *g = base; ok && g < base + size; g = (char *)sm_align_down((uintptr_t)g + leaf_span, leaf_span))
+        ok = SM_FN(record)(g, SM_FN(w_free)) && SM_FN(record)(g, 0); /* w_free alone: not a block */
+    SM_SYNC_FN(unlock)(&SM_FN(obj).lock);
+    if (!ok) {
+        sm_os_unmap(base, size);
+        return false;
+    }
+    SM_FN(region).cur = base, SM_FN(region).end = base + size;
+    return true;
+}
+
+/* The thread's region cannot hold `bytes`: reuse a freed block, adopt an orphan tail or reserve. */
+SM_SLOWPATH SM_UNUSED void *SM_FN(carve_slow)(sm_mctx_t *c, size_t bytes)
+{
+    size_t usable = 0;
+    void *p = NULL;
+    SM_SYNC_FN(lock)(&SM_FN(obj).lock);
+    if (SM_FN(obj).freed_count)
+        p = SM_FN(take_freed_locked)(bytes, &usable);
+    if (!p && (size_t)(SM_FN(region).end - SM_FN(region).cur) < bytes) {
+        for (struct SM_FN(link) **at = &SM_FN(obj).orphans; *at; at = &(*at)->next) {
+            struct SM_FN(link) *t = *at;
+            if ((size_t)(t->end - (char *)t) < bytes)
+                continue;
+            *at = t->next;
+            SM_FN(region).cur = (char *)t, SM_FN(region).end = t->end;
+            t->next = NULL, t->end = NULL;
+            break;
+        }
+    }
+    SM_SYNC_FN(unlock)(&SM_FN(obj).lock);
+    if (!p) {
+        /* The old tail, smaller than one block, is dropped: address space only, never touched. */
+        if ((size_t)(SM_FN(region).end - SM_FN(region).cur) < bytes && !SM_FN(new_region)())
+            return SM_FN(map_direct)(c);
+        p = SM_FN(region).cur;
+        SM_FN(region).cur += bytes;
+        usable = bytes;
+        SM_FN(record)(p, usable | SM_FN(w_carved));
+    }
+    c->flags |= SM_F_FRESH;
+    return c->ptr = p;
+}
+
+SM_INLINE void *SM_FN(alloc)(sm_mctx_t *c)
+{
+    size_t page = sm_os_page_size();
+    if (SM_OPT_THREAD_HEAP_SIZE && c->size <= SM_MMAP_THREAD_MAX && c->align <= page) {
+        size_t bytes = sm_align_up(c->size ? c->size : 1, page);
+        char *p = SM_FN(region).cur;
+        if (sm_likely(!__atomic_load_n(&SM_FN(obj).freed_count, __ATOMIC_RELAXED) &&
+                      (size_t)(SM_FN(region).end - p) >= bytes)) {
+            SM_FN(region).cur = p + bytes;
+            SM_FN(record)(p, bytes | SM_FN(w_carved)); /* node exists: one store, no allocation */
+            c->flags |= SM_F_FRESH;
+            return c->ptr = p;
+        }
+        return SM_FN(carve_slow)(c, bytes);
+    }
+    return SM_FN(map_direct)(c);
+}
+
+SM_SLOWPATH void SM_FN(bad_free)(void *p, uintptr_t w)
+{
+    bool twice = (w & SM_FN(w_carved)) && (w & SM_FN(w_free));
+    SM_ERR_FN(raise)(twice ? SM_ERR_DOUBLE_FREE : SM_ERR_INVALID_FREE, SM_LAYER_NAME, p,
+                     twice ? "block already freed" : "not the start of a block this layer mapped (or freed twice)");
+}
+
+/* Drop a carved block's pages (they read as zero afterwards), then offer it for reuse. */
+SM_SLOWPATH void SM_FN(free_carved)(void *p, size_t size)
+{
+    sm_os_purge(p, size, false);
+    struct SM_FN(link) *b = (struct SM_FN(link) *)p;
+    unsigned bin = sm_log2_floor(size >> SM_FN(granule_shift));
+    if (bin >= SM_FN(bin_count))
+        bin = SM_FN(bin_count) - 1;
+    SM_SYNC_FN(lock)(&SM_FN(obj).lock);
+    b->end = (char *)p + size;
+    b->next = SM_FN(obj).bins[bin];
+    SM_FN(obj).bins[bin] = b;
+    __atomic_store_n(&SM_FN(obj).freed_count, SM_FN(obj).freed_count + 1, __ATOMIC_RELAXED);
+    SM_SYNC_FN(unlock)(&SM_FN(obj).lock);
+}
+
+SM_INLINE void SM_FN(free)(sm_mctx_t *c)
+{
+    void *p = c->ptr;
+    SM_SYNC_FN(lock)(&SM_FN(obj).lock);
+    uintptr_t w = SM_FN(word)(p);
+    size_t size = w & ~(uintptr_t)SM_FN(w_kind_mask);
+    bool live = SM_FN(word_live)(w);
+    bool size_ok = !(c->flags & SM_F_SIZED) || c->size <= size;
+    if (live && size_ok) /* claim it now so a racing second free is reported, not obeyed */
+        SM_FN(record)(p, (w & SM_FN(w_direct)) ? 0 : w | SM_FN(w_free));
+    SM_SYNC_FN(unlock)(&SM_FN(obj).lock);
+    if (!live) {
+        SM_FN(bad_free)(p, w);
+        return;
+    }
+    if (!size_ok) {
+        SM_ERR_FN(raise)(SM_ERR_INVALID_FREE, SM_LAYER_NAME, p, "sized free larger than the block; ignored");
+        return;
+    }
+    if (w & SM_FN(w_direct)) {
+        sm_os_unmap(p, size);
+        return;
+    }
+    SM_FN(free_carved)(p, size);
+}
+
+SM_INLINE bool SM_FN(getmeta)(sm_mctx_t *c)
+{
+    uintptr_t w = SM_FN(word)(c->ptr);
+    if (!SM_FN(word_live)(w))
+        return false;
+    c->usable = w & ~(uintptr_t)SM_FN(w_kind_mask);
+    c->owner = SM_LAYER_NAME;
+    return true;
+}
+
+/* Shrinks unmap the tail of a direct mapping; grows extend it where the following pages are free
+ * (mremap without MREMAP_MAYMOVE never moves). Carved blocks only accept what already fits. */
+SM_INLINE bool SM_FN(resize)(sm_mctx_t *c, size_t n)
+{
+    void *p = c->ptr;
+    uintptr_t w = SM_FN(word)(p);
+    if (!SM_FN(word_live)(w) || n > SIZE_MAX / 2)
+        return false;
+    size_t size = w & ~(uintptr_t)SM_FN(w_kind_mask);
+    if (!(w & SM_FN(w_direct)))
+        return n <= size;
+    size_t want = sm_align_up(n ? n : 1, SM_FN(granularity)());
+    if (want == size)
+        return true;
+    if (want < size) {
+        SM_SYNC_FN(lock)(&SM_FN(obj).lock);
+        SM_FN(record)(p, want | SM_FN(w_direct));
+        SM_SYNC_FN(unlock)(&SM_FN(obj).lock);
+        sm_os_unmap((char *)p + want, size - want);
+        return true;
+    }
+    if (sm_os_remap_inplace(p, size, want) != 0)
+        return false;
+    SM_SYNC_FN(lock)(&SM_FN(obj).lock);
+    SM_FN(record)(p, want | SM_FN(w_direct));
+    SM_SYNC_FN(unlock)(&SM_FN(obj).lock);
+    return true;
+}
+
+SM_INLINE void SM_FN(thread_exit)(void)
+{
+    if (!SM_OPT_THREAD_HEAP_SIZE)
+        return;
+    char *cur = SM_FN(region).cur, *end = SM_FN(region).end;
+    SM_FN(region).cur = SM_FN(region).end = NULL;
+    if ((size_t)(end - cur) < sm_os_page_size())
+        return;
+    struct SM_FN(link) *t = (struct SM_FN(link) *)cur;
+    SM_SYNC_FN(lock)(&SM_FN(obj).lock);
+    t->end = end;
+    t->next = SM_FN(obj).orphans;
+    SM_FN(obj).orphans = t;
+    SM_SYNC_FN(unlock)(&SM_FN(obj).lock);
+}
+
+SM_INLINE void SM_FN(fork_prepare)(void) { SM_SYNC_FN(lock)(&SM_FN(obj).lock); }
+SM_INLINE void SM_FN(fork_parent)(void) { SM_SYNC_FN(unlock)(&SM_FN(obj).lock); }
+SM_INLINE void SM_FN(fork_child)(void) { SM_SYNC_FN(reinit)(&SM_FN(obj).lock); }
+
+#undef SM_MMAP_THREAD_MAX
+#undef SM_OPT_GROWTH
+#undef SM_OPT_THREAD_HEAP_SIZE
+#undef SM_OPT_THREAD_HEAP_MAX_BLOCK
+#undef SM_OPT_HUGE_PAGES
+#include "../core/layer_end.h"

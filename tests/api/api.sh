@@ -1,0 +1,60 @@
+#!/usr/bin/env bash
+# malloc API conformance, C++ operator forms, fork + threads, early allocation and dlopen, for
+# every instance in $INSTANCES. Case names: <inst>/preload/<case> (program run with
+# LD_PRELOAD=lib<inst>.so), <inst>/linked/<case> (api_conformance built against libsm_<inst>.a,
+# prefixed API), <inst>/dlopen/<case> (lib<inst>.so dlopen'ed by a program that is not preloaded).
+# glibc/baseline: api_conformance passes with glibc's malloc (validates the test itself) and
+# records glibc's implementation-defined answers; <inst>/preload/realloc0_matches_glibc checks the
+# instance gives the same answer for realloc(p, 0) (glibc: frees p, returns NULL).
+SM_NS=api
+. "$(dirname "$0")/driver_lib.bash"
+sm_require_instances
+
+T="$SM_BUILD/tests/api"
+for b in api_conformance cxx_forms fork_threads early_dlopen; do
+    sm_need_bin "$T/$b" || exit 1
+done
+
+# The reference: glibc's malloc, no preload.
+glibc_out="$(mktemp)"
+timeout -k 5 60 "$T/api_conformance" >"$glibc_out" 2>&1
+rc=$?
+if [ "$rc" -eq 0 ] && ! grep -q '^not ok' "$glibc_out"; then
+    sm_ok "glibc/baseline"
+else
+    sm_fail "glibc/baseline" "api_conformance fails with glibc's malloc (status $rc): $(grep -m1 '^not ok' "$glibc_out")"
+fi
+glibc_realloc0="$(sed -n 's/^# observed realloc0=//p' "$glibc_out")"
+rm -f "$glibc_out"
+
+for inst in $INSTANCES; do
+    sm_lib "$inst" || continue
+    lib="$SM_LIB"
+    export SM_EXPECT_MALLOC_FROM="$lib"
+
+    sm_run "$inst/preload" 60 "$lib" "$T/api_conformance"
+    got="$(sed -n 's/^# observed realloc0=//p' "$SM_OUT")"
+    if [ -n "$got" ] && [ "$got" = "$glibc_realloc0" ]; then
+        sm_ok "$inst/preload/realloc0_matches_glibc"
+    else
+        sm_fail "$inst/preload/realloc0_matches_glibc" "realloc(p, 0) gives ${got:-?}, glibc gives ${glibc_realloc0:-?}"
+    fi
+    sm_run "$inst/preload" 60 "$lib" "$T/cxx_forms"
+    sm_run "$inst/preload" 90 "$lib" "$T/fork_threads"
+    sm_run "$inst/preload" 30 "$lib" "$T/early_dlopen"
+    unset SM_EXPECT_MALLOC_FROM
+
+    sm_run "$inst/dlopen" 30 "" "$T/early_dlopen" "$lib"
+
+    linked="$T/api_conformance_linked_$inst"
+    if sm_build_linked "$inst" tests/api/api_conformance.c "$linked"; then
+        sm_run "$inst/linked" 60 "" "$linked"
+        got="$(sed -n 's/^# observed realloc0=//p' "$SM_OUT")"
+        if [ -n "$got" ] && [ "$got" = "$glibc_realloc0" ]; then
+            sm_ok "$inst/linked/realloc0_matches_glibc"
+        else
+            sm_fail "$inst/linked/realloc0_matches_glibc" "realloc(p, 0) gives ${got:-?}, glibc gives ${glibc_realloc0:-?}"
+        fi
+    fi
+done
+exit "$SM_FAILED"

@@ -1,0 +1,230 @@
+/* Unit tests of the framework core's small parts: sync, chksum and err policies, the size_handle
+ * slot, the diagnostics formatter and the page map. */
+#include <pthread.h>
+#include <signal.h>
+#include <stdint.h>
+#include <sys/wait.h>
+#include <unistd.h>
+#include <sunmao/core/layer.h>
+#include <sunmao/core/msg.h>
+#include <sunmao/core/pagemap.h>
+#include <sunmao/policies/chksum/magic.h>
+#include <sunmao/policies/chksum/xor.h>
+#include <sunmao/policies/err/callback.h>
+#include <sunmao/policies/err/fatal.h>
+#include <sunmao/policies/err/warn.h>
+#include <sunmao/policies/sync/mutex.h>
+#include <sunmao/policies/sync/none.h>
+#include <sunmao/policies/sync/spinlock.h>
+#include "tests/support/check.h"
+
+#define SM_LAYER sh_small
+#define SM_SIZE_MIN 1
+#define SM_SIZE_MAX 4096
+#include <sunmao/policies/size_handle.h>
+#include <sunmao/core/layer_end.h>
+#define SM_LAYER sh_all
+#include <sunmao/policies/size_handle.h>
+#include <sunmao/core/layer_end.h>
+
+static void size_handle_ranges(void)
+{
+    CHECK(!sh_small_handles_size(0));
+    CHECK(sh_small_handles_size(1) && sh_small_handles_size(4096));
+    CHECK(!sh_small_handles_size(4097) && !sh_small_handles_size(SIZE_MAX));
+    CHECK(sh_all_handles_size(0) && sh_all_handles_size(SIZE_MAX));
+}
+
+/* --- sync: atomic_exec must make a read-modify-write of shared data exact under contention. */
+static unsigned long shared_counter;
+static void bump(void *arg) { shared_counter += (uintptr_t)arg; }
+static sm_sync_mutex_t mutex_lock = SM_SYNC_mutex_INIT;
+static sm_sync_spinlock_t spin_lock = SM_SYNC_spinlock_INIT;
+enum { SYNC_THREADS = 4, SYNC_ROUNDS = 200000 };
+static void *mutex_worker(void *unused)
+{
+    (void)unused;
+    for (int i = 0; i < SYNC_ROUNDS; i++)
+        sm_sync_mutex_atomic_exec(&mutex_lock, bump, (void *)1);
+    return NULL;
+}
+static void *spin_worker(void *unused)
+{
+    (void)unused;
+    for (int i = 0; i < SYNC_ROUNDS; i++) {
+        sm_sync_spinlock_lock(&spin_lock);
+        shared_counter++;
+        sm_sync_spinlock_unlock(&spin_lock);
+    }
+    return NULL;
+}
+static void run_threads(void *(*fn)(void *))
+{
+    pthread_t t[SYNC_THREADS];
+    shared_counter = 0;
+    for (int i = 0; i < SYNC_THREADS; i++)
+        pthread_create(&t[i], NULL, fn, NULL);
+    for (int i = 0; i < SYNC_THREADS; i++)
+        pthread_join(t[i], NULL);
+}
+static void sync_mutex_exact(void)
+{
+    run_threads(mutex_worker);
+    CHECKF(shared_counter == (unsigned long)SYNC_THREADS * SYNC_ROUNDS, "counter %lu", shared_counter);
+    CHECK(sm_sync_mutex_thread_safe == 1);
+}
+static void sync_spinlock_exact(void)
+{
+    run_threads(spin_worker);
+    CHECKF(shared_counter == (unsigned long)SYNC_THREADS * SYNC_ROUNDS, "counter %lu", shared_counter);
+    /* A lock held at fork time is usable again after reinit in the child. */
+    sm_sync_spinlock_lock(&spin_lock);
+    sm_sync_spinlock_reinit(&spin_lock);
+    sm_sync_spinlock_lock(&spin_lock);
+    sm_sync_spinlock_unlock(&spin_lock);
+}
+static void sync_none_runs_inline(void)
+{
+    sm_sync_none_t l = SM_SYNC_none_INIT;
+    shared_counter = 0;
+    sm_sync_none_atomic_exec(&l, bump, (void *)5);
+    CHECK(shared_counter == 5);
+    CHECK(sm_sync_none_thread_safe == 0);
+}
+
+/* --- chksum */
+static void chksum_xor_detects_changes(void)
+{
+    char a[64], b[64];
+    uint64_t base = sm_chksum_xor_compute(a, 48);
+    CHECK(base == sm_chksum_xor_compute(a, 48));
+    CHECK(base != sm_chksum_xor_compute(b, 48));      /* header copied to another block */
+    for (unsigned bit = 0; bit < 40; bit++)            /* size rewritten */
+        CHECKF(base != sm_chksum_xor_compute(a, 48u ^ ((size_t)1 << bit)), "bit %u", bit);
+    uint64_t before = sm_chksum_xor_compute(a, 48);
+    uint64_t old_secret = sm_secret();
+    sm_secret_seed(0x1234567890abcdefull);
+    CHECK(before != sm_chksum_xor_compute(a, 48));     /* keyed by the process secret */
+    sm_secret_seed(old_secret);
+}
+static void chksum_magic_is_fixed_and_keyed(void)
+{
+    char a[8], b[8];
+    CHECK(sm_chksum_magic_compute(a, 1) == sm_chksum_magic_compute(b, 999));
+    uint64_t m = sm_chksum_magic_compute(a, 1), old_secret = sm_secret();
+    sm_secret_seed(42);
+    CHECK(m != sm_chksum_magic_compute(a, 1));
+    sm_secret_seed(old_secret);
+}
+
+/* --- err: capture what a policy writes to stderr. */
+static size_t capture_stderr(void (*fn)(void), char *out, size_t cap)
+{
+    int fds[2];
+    if (pipe(fds) != 0)
+        return 0;
+    int saved = dup(2);
+    dup2(fds[1], 2);
+    fn();
+    dup2(saved, 2);
+    close(saved);
+    close(fds[1]);
+    ssize_t n = read(fds[0], out, cap - 1);
+    close(fds[0]);
+    out[n > 0 ? n : 0] = '\0';
+    return n > 0 ? (size_t)n : 0;
+}
+static void raise_warn(void) { sm_err_warn_raise(SM_ERR_DOUBLE_FREE, "layer_x", (void *)0x1000, "already free"); }
+static void err_warn_reports_one_line(void)
+{
+    char buf[512];
+    capture_stderr(raise_warn, buf, sizeof buf);
+    CHECKF(strcmp(buf, "sunmao: layer_x: double free (0x1000): already free\n") == 0, "got '%s'", buf);
+}
+static int callback_calls;
+static sm_err_kind_t callback_kind;
+static const void *callback_ptr;
+static void on_error(sm_err_kind_t kind, const char *layer, const void *ptr, const char *detail)
+{
+    callback_calls++;
+    callback_kind = kind;
+    callback_ptr = ptr;
+    (void)layer, (void)detail;
+}
+static void raise_callback(void) { sm_err_callback_raise(SM_ERR_CORRUPTION, "layer_y", (void *)0x2000, "tail"); }
+static void err_callback_receives_errors(void)
+{
+    char buf[512];
+    sm_err_callback_set(NULL);
+    capture_stderr(raise_callback, buf, sizeof buf); /* no handler yet: reported like warn */
+    CHECKF(strstr(buf, "heap corruption") != NULL, "got '%s'", buf);
+    sm_err_callback_set(on_error);
+    capture_stderr(raise_callback, buf, sizeof buf);
+    CHECK(callback_calls == 1 && callback_kind == SM_ERR_CORRUPTION && callback_ptr == (void *)0x2000);
+    CHECKF(buf[0] == '\0', "handler set, yet stderr got '%s'", buf);
+    sm_err_callback_set(NULL);
+}
+static void err_fatal_aborts(void)
+{
+    pid_t pid = fork();
+    if (pid == 0) {
+        close(2); /* keep the test output clean */
+        sm_err_fatal_raise(SM_ERR_OUT_OF_MEMORY, "l", NULL, "returns"); /* OOM is not fatal */
+        sm_err_fatal_raise(SM_ERR_INVALID_FREE, "l", NULL, "must abort");
+        _exit(0);
+    }
+    int status = 0;
+    waitpid(pid, &status, 0);
+    CHECKF(WIFSIGNALED(status) && WTERMSIG(status) == SIGABRT, "status %#x", status);
+}
+
+/* --- msg formatting never allocates and never overruns. */
+static void msg_format_conversions(void)
+{
+    char buf[128];
+    size_t n = sm_msg_format(buf, sizeof buf, "%s|%d|%d|%u|%zu|%zx|%p|%c|%%", "ab", -42, 7, 3000000000u,
+                             (size_t)123456789012ull, (size_t)0xbeef, (void *)0x10, 'z');
+    CHECKF(strcmp(buf, "ab|-42|7|3000000000|123456789012|beef|0x10|z|%") == 0, "got '%s'", buf);
+    CHECK(n == strlen(buf));
+    char small[8];
+    memset(small, 'X', sizeof small);
+    sm_msg_format(small, 5, "%s", "abcdefgh");
+    CHECK(strcmp(small, "abcd") == 0 && small[5] == 'X');
+}
+
+/* --- pagemap */
+static void *node_alloc(size_t n) { return calloc(1, n); }
+static sm_pagemap_t map16; /* 64 KiB granules */
+static void pagemap_set_get_clear(void)
+{
+    char *base = (char *)(uintptr_t)0x7f1234560000ull;
+    CHECK(sm_pagemap_get(&map16, 16, base) == 0);
+    CHECK(sm_pagemap_set(&map16, 16, base, 3 << 16, 0xabc, node_alloc));
+    CHECK(sm_pagemap_get(&map16, 16, base) == 0xabc);
+    CHECK(sm_pagemap_get(&map16, 16, base + (3 << 16) - 1) == 0xabc);
+    CHECK(sm_pagemap_get(&map16, 16, base + (3 << 16)) == 0);
+    CHECK(sm_pagemap_get(&map16, 16, base - 1) == 0);
+    CHECK(sm_pagemap_set(&map16, 16, base + (1 << 16), 1, 0, node_alloc));
+    CHECK(sm_pagemap_get(&map16, 16, base) == 0xabc && sm_pagemap_get(&map16, 16, base + (1 << 16)) == 0);
+    CHECK(sm_pagemap_get(&map16, 16, (void *)(uintptr_t)0xffff800000000000ull) == 0); /* kernel half */
+    /* Granules 1 GiB apart land in different leaves; both stay visible. */
+    CHECK(sm_pagemap_set(&map16, 16, base + (1ull << 30), 1, 7, node_alloc));
+    CHECK(sm_pagemap_get(&map16, 16, base + (1ull << 30)) == 7 && sm_pagemap_get(&map16, 16, base) == 0xabc);
+}
+
+int main(void)
+{
+    check_begin("policies");
+    RUN_CASE(size_handle_ranges);
+    RUN_CASE(sync_mutex_exact);
+    RUN_CASE(sync_spinlock_exact);
+    RUN_CASE(sync_none_runs_inline);
+    RUN_CASE(chksum_xor_detects_changes);
+    RUN_CASE(chksum_magic_is_fixed_and_keyed);
+    RUN_CASE(err_warn_reports_one_line);
+    RUN_CASE(err_callback_receives_errors);
+    RUN_CASE(err_fatal_aborts);
+    RUN_CASE(msg_format_conversions);
+    RUN_CASE(pagemap_set_get_clear);
+    return check_end();
+}

@@ -1,0 +1,901 @@
+#!/usr/bin/env python3
+"""sunmao benchmark harness (Python 3 stdlib only). Started by bench/run.sh, which
+compiles the workload programs and passes the configuration in the environment:
+
+  BUILD, INSTANCES, BENCH_BIN (compiled workloads), QUICK, SMOKE, BENCH, ALLOCS,
+  BASELINE, ROUNDS, TIMEOUT, RESULTS_DIR, SM_ROOT
+
+Every allocator is measured in the same run, interleaved: for each round, for each
+workload, every allocator runs once (the allocator order rotates between rounds).
+Elapsed time and peak RSS come from wait4()'s rusage of the measured process.
+"""
+import csv
+import datetime
+import hashlib
+import json
+import math
+import os
+import platform
+import re
+import shutil
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+ENV = os.environ
+ROOT = ENV.get("SM_ROOT") or os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+BUILD = ENV.get("BUILD", "build")
+BIN = ENV.get("BENCH_BIN") or os.path.join(BUILD, "bench")
+SMTIME = os.path.abspath(os.path.join(BIN, "smtime"))
+QUICK = ENV.get("QUICK", "0") not in ("", "0", "no", "false")
+SMOKE = ENV.get("SMOKE", "0") not in ("", "0", "no", "false")
+NCPU = os.cpu_count() or 1
+CLEAN_ENV = {k: v for k, v in ENV.items() if k != "LD_PRELOAD" and not k.startswith("PYTHON")}
+PCTS = ["p90", "p99", "p99.9", "p99.99", "p99.999", "p99.9999"]
+PCT_VALUES = [90, 99, 99.9, 99.99, 99.999, 99.9999]
+
+
+def die(msg):
+    print("bench: error: " + msg, file=sys.stderr)
+    sys.exit(2)
+
+
+# ---------------------------------------------------------------- allocators
+PEERS = [  # name, soname, Debian package
+    ("jemalloc", "libjemalloc.so.2", "libjemalloc2"),
+    ("tcmalloc", "libtcmalloc_minimal.so.4", "libtcmalloc-minimal4"),
+    ("mimalloc", "libmimalloc.so.2", "libmimalloc2.0"),
+]
+
+
+def find_soname(soname):
+    try:
+        out = subprocess.run(["/sbin/ldconfig", "-p"], capture_output=True, text=True).stdout
+    except OSError:
+        out = ""
+    for line in out.splitlines():
+        line = line.strip()
+        if line.startswith(soname + " ") and "x86-64" in line or line.startswith(soname + " ") and "64" in line:
+            return line.split("=>")[-1].strip()
+    for d in ("/usr/lib/x86_64-linux-gnu", "/usr/lib/aarch64-linux-gnu", "/usr/lib64", "/usr/lib"):
+        p = os.path.join(d, soname)
+        if os.path.exists(p):
+            return p
+    return None
+
+
+def discover_allocators():
+    """Returns (allocs, problems): allocs = [{name, preload, kind}], problems = {name: why}."""
+    allocs = [{"name": "glibc", "preload": "", "kind": "baseline"}]
+    problems = {}
+    for name, soname, _pkg in PEERS:
+        p = find_soname(soname)
+        if p:
+            allocs.append({"name": name, "preload": p, "kind": "peer"})
+        else:
+            problems[name] = "skip:%s not installed" % soname
+    inst = ENV.get("INSTANCES")
+    if inst is None or not inst.strip():
+        idir = os.path.join(ROOT, "instances")
+        inst = " ".join(sorted(f[:-2] for f in os.listdir(idir) if f.endswith(".c"))) if os.path.isdir(idir) else ""
+        if not inst:  # no instance list at all: take whatever is built
+            inst = " ".join(sorted(f[3:-3] for f in os.listdir(BUILD) if f.startswith("lib") and f.endswith(".so")
+                                   and not f.startswith("libsm_"))) if os.path.isdir(BUILD) else ""
+    for name in inst.split():
+        lib = os.path.abspath(os.path.join(BUILD, "lib%s.so" % name))
+        if os.path.exists(lib):
+            allocs.append({"name": name, "preload": lib, "kind": "sunmao"})
+        else:
+            problems[name] = "fail:%s not built" % os.path.join(BUILD, "lib%s.so" % name)
+    return allocs, problems
+
+
+# ---------------------------------------------------------------- workloads
+def W(name, group, full, quick, kind="prog", desc=""):
+    return {"name": name, "group": group, "full": full, "quick": quick, "kind": kind, "desc": desc}
+
+
+def workloads():
+    T = str(NCPU)
+    ws = [
+        W("micro-st", "micro", ["micro", "1", "50000000", "64"], ["micro", "1", "10000000", "64"],
+          desc="malloc/free pairs, 1 thread (metric: ns per pair)"),
+        W("micro-mt", "micro", ["micro", T, "30000000", "64"], ["micro", T, "6000000", "64"],
+          desc="malloc/free pairs, all threads"),
+        W("larson", "stress", ["larson", T, "40", "1000", "250000", "8", "1024"],
+          ["larson", T, "10", "1000", "200000", "8", "1024"], desc="server churn, regions handed to new threads"),
+        W("xmalloc", "stress", ["xmalloc", str(max(2, NCPU)), "75000", "64", "256"],
+          ["xmalloc", str(max(2, NCPU)), "15000", "64", "256"], desc="producer/consumer, remote frees"),
+        W("cache-thrash", "stress", ["cache", "thrash", T, "1500", "100000", "8"],
+          ["cache", "thrash", T, "400", "100000", "8"], desc="active false sharing"),
+        W("cache-scratch", "stress", ["cache", "scratch", T, "1500", "100000", "8"],
+          ["cache", "scratch", T, "400", "100000", "8"], desc="passive false sharing"),
+        W("sh6bench", "stress", ["shbench", "6", T, "1000", "2000", "1", "1000"],
+          ["shbench", "6", T, "200", "2000", "1", "1000"], desc="LIFO+FIFO mixes"),
+        W("sh8bench", "stress", ["shbench", "8", T, "750", "2000", "1", "1000"],
+          ["shbench", "8", T, "150", "2000", "1", "1000"], desc="LIFO+FIFO with cross-thread frees"),
+        W("alloc-test", "stress", ["alloctest", T, "8000000", "4096", "65536"],
+          ["alloctest", T, "2500000", "4096", "65536"], desc="Pareto sizes, random replacement"),
+        W("mstress", "stress", ["mstress", T, "30", "20000", "100000"],
+          ["mstress", T, "12", "20000", "50000"], desc="objects migrate and survive thread exit"),
+        W("glibc-simple", "stress", ["glibc", "simple", "7500", "1000"], ["glibc", "simple", "1500", "1000"],
+          desc="bursts of same-size blocks, 1 thread"),
+        W("glibc-thread", "stress", ["glibc", "thread", T, "15000000", "1000"], ["glibc", "thread", T, "3000000", "1000"],
+          desc="random working-set replacement per thread"),
+        W("rptest", "stress", ["rptest", T, "1200000", "2048"], ["rptest", T, "250000", "2048"],
+          desc="aligned allocations, cross-thread"),
+        W("realloc", "stress", ["realloc", "64", "40", "262144"], ["realloc", "64", "12", "131072"],
+          desc="realloc growth with content checks"),
+        W("large", "stress", ["large", T, "150", "4", "16"], ["large", T, "30", "4", "16"],
+          desc="1..16 MiB blocks, every page touched"),
+    ]
+    for t in range(1, NCPU + 1):
+        ws.append(W("scale-%d" % t, "scaling", ["mtest", str(t), "40000000", "64", "512"],
+                    ["mtest", str(t), "10000000", "64", "512"], desc="malloc-test, %d thread(s), fixed work per thread" % t))
+    ws += [
+        W("redis", "real", {"n": 50000}, {"n": 10000}, kind="redis",
+          desc="redis-server (preloaded) driven by redis-benchmark"),
+        W("sqlite", "real", {"rows": 200000}, {"rows": 40000}, kind="sqlite",
+          desc="sqlite3 CLI on a generated SQL workload, output checked"),
+        W("python", "real", {"scale": 20}, {"scale": 5}, kind="python",
+          desc="python3 allocation-heavy script (PYTHONMALLOC=malloc), output checked"),
+        W("wcet", "latency", ["wcet", "1800", "3000", T], ["wcet", "150", "3000", T],
+          desc="tail latency: pinned threads, asymmetric batches, shuffled remote frees"),
+    ]
+    return ws
+
+
+SMOKE_W = W("smoke", "smoke", None, ["larson", "2", "2", "200", "5000", "8", "512"], desc="tiny larson")
+
+
+# ---------------------------------------------------------------- running
+class Result(dict):
+    pass
+
+
+def measure(argv, preload, timeout, env_extra=None, stdin_path=None, cwd=None):
+    """Runs argv through the smtime wrapper (bench/lib/smtime.c): LD_PRELOAD=preload for
+    the program only, a time limit, elapsed time and ru_maxrss from wait4().
+    Returns dict(rc, time, rss_kib, out, err, timed_out); rc is 128+signal for a signal."""
+    env = dict(CLEAN_ENV)
+    if env_extra:
+        env.update(env_extra)
+    env["SM_PRELOAD"] = preload or ""
+    with tempfile.TemporaryFile() as fo, tempfile.TemporaryFile() as fe, \
+            tempfile.NamedTemporaryFile(prefix="sm-stats-") as fs:
+        fin = open(stdin_path, "rb") if stdin_path else subprocess.DEVNULL
+        try:
+            p = subprocess.run([SMTIME, str(timeout), fs.name] + argv, stdin=fin, stdout=fo, stderr=fe, env=env,
+                               cwd=cwd)
+        finally:
+            if stdin_path:
+                fin.close()
+        fo.seek(0)
+        fe.seek(0)
+        out = fo.read().decode(errors="replace")
+        err = fe.read().decode(errors="replace")
+        stats = open(fs.name).read().split()
+    if len(stats) != 4:
+        return {"rc": 125, "time": 0.0, "rss_kib": 0, "out": out, "err": err + "\nsmtime failed (status %d)" % p.returncode,
+                "timed_out": False}
+    return {"rc": int(stats[2]), "time": float(stats[0]), "rss_kib": int(stats[1]), "out": out, "err": err,
+            "timed_out": stats[3] == "1"}
+
+
+def why_failed(m):
+    if m["timed_out"]:
+        return "timeout"
+    rc = m["rc"]
+    tail = [l for l in m["err"].strip().splitlines() if l.strip()]
+    last = tail[-1][:120] if tail else ""
+    if rc > 128:
+        sig = rc - 128
+        try:
+            signame = signal.Signals(sig).name
+        except ValueError:
+            signame = "signal %d" % sig
+        return "killed by %s%s" % (signame, (": " + last) if last else "")
+    return "exit %d%s" % (rc, (": " + last) if last else "")
+
+
+def parse_metrics(out):
+    ms = {}
+    for line in out.splitlines():
+        if line.startswith("metric "):
+            parts = line.split()
+            if len(parts) >= 3:
+                try:
+                    ms[parts[1]] = float(parts[2])
+                except ValueError:
+                    pass
+    return ms
+
+
+class Runner:
+    def __init__(self, timeout, tmpdir):
+        self.timeout = timeout
+        self.tmp = tmpdir
+        self.refs = {}
+
+    def run(self, w, alloc):
+        params = w["quick"] if (QUICK or SMOKE) else w["full"]
+        kind = w["kind"]
+        if kind == "prog":
+            argv = [os.path.join(BIN, params[0])] + params[1:]
+            m = measure(argv, alloc["preload"], self.timeout)
+            res = self._finish(m)
+        else:
+            res = getattr(self, "run_" + kind)(params, alloc)
+        return res
+
+    def _finish(self, m, check=None):
+        r = {"ok": m["rc"] == 0, "time": m["time"], "rss_kib": m["rss_kib"], "metrics": parse_metrics(m["out"]),
+             "reason": ""}
+        if not r["ok"]:
+            r["reason"] = why_failed(m)
+        elif check:
+            why = check(m)
+            if why:
+                r["ok"], r["reason"] = False, why
+        return r
+
+    # -- output-checked real programs: reference = same program without LD_PRELOAD
+    def _reference(self, key, argv, env_extra=None, stdin_path=None):
+        if key not in self.refs:
+            m = measure(argv, "", self.timeout * 2, env_extra, stdin_path)
+            if m["rc"] != 0:
+                die("reference run of %s failed without LD_PRELOAD: %s" % (key, why_failed(m)))
+            self.refs[key] = hashlib.sha256(m["out"].encode()).hexdigest()
+        return self.refs[key]
+
+    def _checked(self, key, argv, alloc, env_extra=None, stdin_path=None):
+        ref = self._reference(key, argv, env_extra, stdin_path)
+        m = measure(argv, alloc["preload"], self.timeout, env_extra, stdin_path)
+
+        def check(mm):
+            if hashlib.sha256(mm["out"].encode()).hexdigest() != ref:
+                return "output differs from the reference run"
+            return ""
+        return self._finish(m, check)
+
+    def run_sqlite(self, params, alloc):
+        rows = params["rows"]
+        path = os.path.join(self.tmp, "sqlite-%d.sql" % rows)
+        if not os.path.exists(path):
+            with open(path, "w") as f:
+                f.write(sqlite_script(rows))
+        argv = ["sqlite3", "-batch", "-init", "/dev/null", ":memory:"]
+        return self._checked("sqlite-%d" % rows, argv, alloc, stdin_path=path)
+
+    def run_python(self, params, alloc):
+        py = "/usr/bin/python3" if os.path.exists("/usr/bin/python3") else shutil.which("python3")
+        argv = [py, "-S", os.path.join(ROOT, "bench", "workloads", "pyalloc.py"), str(params["scale"])]
+        env = {"PYTHONMALLOC": "malloc", "PYTHONHASHSEED": "0", "PYTHONDONTWRITEBYTECODE": "1"}
+        return self._checked("python-%d" % params["scale"], argv, alloc, env_extra=env)
+
+    def run_redis(self, params, alloc):
+        n = params["n"]
+        s = socket.socket()
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+        s.close()
+        env = dict(CLEAN_ENV)
+        if alloc["preload"]:
+            env["LD_PRELOAD"] = alloc["preload"]
+        srv_log = os.path.join(self.tmp, "redis-%d.log" % port)
+        with open(srv_log, "wb") as lf:
+            srv = subprocess.Popen(["redis-server", "--port", str(port), "--bind", "127.0.0.1", "--save", "",
+                                    "--appendonly", "no", "--daemonize", "no", "--protected-mode", "no",
+                                    "--dir", self.tmp, "--logfile", ""], stdout=lf, stderr=lf, env=env)
+        cli = ["redis-cli", "-h", "127.0.0.1", "-p", str(port)]
+
+        def fail(why):
+            if srv.poll() is None:
+                srv.kill()
+            srv.wait()
+            return {"ok": False, "time": 0.0, "rss_kib": 0, "metrics": {}, "reason": why}
+        try:
+            deadline = time.monotonic() + 10
+            while True:
+                if srv.poll() is not None:
+                    return fail("redis-server exited with %d at start" % srv.returncode)
+                r = subprocess.run(cli + ["ping"], capture_output=True, text=True, env=CLEAN_ENV)
+                if r.stdout.strip() == "PONG":
+                    break
+                if time.monotonic() > deadline:
+                    return fail("redis-server did not answer PING")
+                time.sleep(0.05)
+            bench = ["redis-benchmark", "-h", "127.0.0.1", "-p", str(port), "-q", "-n", str(n), "-c", "50",
+                     "-r", "100000", "-d", "128", "-t", "set,get,incr,lpush,lpop,sadd,hset,lrange_100"]
+            m = measure(bench, "", self.timeout)
+            if m["rc"] != 0:
+                return fail("redis-benchmark: " + why_failed(m))
+            rps = re.findall(r"^\s*([A-Z_0-9 ()a-z]+?):\s*([0-9.]+) requests per second", m["out"].replace("\r", "\n"), re.M)
+            if len(rps) < 8:
+                return fail("redis-benchmark printed %d results, expected 8" % len(rps))
+            val = "sunmao-%d-%s" % (port, alloc["name"])
+            r1 = subprocess.run(cli + ["set", "sm:check", val], capture_output=True, text=True, env=CLEAN_ENV)
+            r2 = subprocess.run(cli + ["get", "sm:check"], capture_output=True, text=True, env=CLEAN_ENV)
+            if r1.stdout.strip() != "OK" or r2.stdout.strip() != val:
+                return fail("key round-trip failed")
+            hwm = 0
+            try:
+                with open("/proc/%d/status" % srv.pid) as f:
+                    for line in f:
+                        if line.startswith("VmHWM:"):
+                            hwm = int(line.split()[1])
+            except OSError:
+                return fail("redis-server vanished")
+            subprocess.run(cli + ["shutdown", "nosave"], capture_output=True, env=CLEAN_ENV)
+            try:
+                rc = srv.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                return fail("redis-server did not shut down")
+            if rc != 0:
+                return fail("redis-server exited with %d" % rc)
+            metrics = {}
+            for name, v in rps:
+                key = "rps_" + name.strip().split()[0].lower()
+                metrics.setdefault(key, float(v))
+            return {"ok": True, "time": m["time"], "rss_kib": hwm, "metrics": metrics, "reason": ""}
+        finally:
+            if srv.poll() is None:
+                srv.kill()
+                srv.wait()
+
+
+def sqlite_script(rows):
+    """A deterministic SQL workload: bulk inserts, indexes, joins, group by, sorting,
+    string building, a recursive CTE, updates and deletes; prints aggregates."""
+    return """PRAGMA cache_size=-65536;
+CREATE TABLE item(id INTEGER PRIMARY KEY, grp INTEGER, name TEXT, payload TEXT, price REAL);
+CREATE TABLE tag(item_id INTEGER, label TEXT);
+BEGIN;
+WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x+1 FROM c WHERE x < {n})
+INSERT INTO item SELECT x, x % 97, 'item-' || x, printf('%.*c', 16 + x % 200, 'x') || hex(x * 2654435761 % 4294967296), (x * 7919 % 10007) / 10.0 FROM c;
+WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x+1 FROM c WHERE x < {n2})
+INSERT INTO tag SELECT (x * 48271) % {n} + 1, 'label-' || (x % 503) FROM c;
+COMMIT;
+CREATE INDEX item_grp ON item(grp, price);
+CREATE INDEX tag_item ON tag(item_id);
+SELECT count(*), sum(length(payload)), round(sum(price), 2) FROM item;
+SELECT grp, count(*), round(avg(price), 3), max(length(name)) FROM item GROUP BY grp ORDER BY grp LIMIT 10;
+SELECT t.label, count(*), round(sum(i.price), 1) FROM tag t JOIN item i ON i.id = t.item_id GROUP BY t.label ORDER BY 2 DESC, 1 LIMIT 10;
+SELECT length(group_concat(name, ',')) FROM (SELECT name FROM item ORDER BY payload DESC LIMIT 20000);
+UPDATE item SET payload = payload || upper(substr(payload, 1, 40)) WHERE id % 3 = 0;
+DELETE FROM item WHERE id % 5 = 0;
+SELECT count(*), sum(length(payload)) FROM item;
+SELECT id, name, price FROM item ORDER BY price DESC, id LIMIT 5;
+SELECT count(DISTINCT label) FROM tag WHERE item_id IN (SELECT id FROM item WHERE grp < 50);
+""".format(n=rows, n2=rows * 2)
+
+
+# ---------------------------------------------------------------- statistics
+def geomean(xs):
+    xs = [x for x in xs if x and x > 0]
+    return math.exp(sum(math.log(x) for x in xs) / len(xs)) if xs else None
+
+
+def summarise(runs):
+    """runs: list of run dicts for one (workload, allocator)."""
+    if not runs:
+        return None
+    bad = [r for r in runs if not r["ok"]]
+    if bad:
+        return {"ok": False, "reason": bad[0]["reason"], "n": len(runs)}
+    ts = [r["time"] for r in runs]
+    rs = [r["rss_kib"] for r in runs]
+    metrics = {}
+    for k in runs[0]["metrics"]:
+        vals = [r["metrics"][k] for r in runs if k in r["metrics"]]
+        metrics[k] = statistics.median(vals)
+    return {"ok": True, "n": len(runs), "time": statistics.median(ts), "tmin": min(ts), "tmax": max(ts),
+            "rss": statistics.median(rs), "rmin": min(rs), "rmax": max(rs), "metrics": metrics}
+
+
+def fmt_dur(s):
+    s = int(max(0, s))
+    return "%d:%02d" % (s // 60, s % 60)
+
+
+# ---------------------------------------------------------------- machine
+def sh(cmd):
+    try:
+        return subprocess.run(cmd, capture_output=True, text=True, timeout=10).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        return ""
+
+
+def machine_info():
+    cpu = ""
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    cpu = line.split(":", 1)[1].strip()
+                    break
+    except OSError:
+        pass
+    mem = ""
+    try:
+        with open("/proc/meminfo") as f:
+            mem = "%.1f GiB" % (int(f.readline().split()[1]) / 1048576)
+    except (OSError, ValueError, IndexError):
+        pass
+    pk = {}
+    for p in ["libc6", "libjemalloc2", "libtcmalloc-minimal4", "libmimalloc2.0", "redis-server", "redis-tools",
+              "sqlite3", "python3", "gnuplot-nox"]:
+        pk[p] = sh(["dpkg-query", "-W", "-f=${Version}", p]) or "not installed"
+    info = {"cpu": cpu or platform.processor(), "cores": NCPU, "memory": mem, "kernel": platform.release(),
+            "os": sh(["sh", "-c", ". /etc/os-release 2>/dev/null; echo $PRETTY_NAME"]),
+            "git": sh(["git", "-C", ROOT, "rev-parse", "--short", "HEAD"]), "packages": pk,
+            "gcc": sh(["gcc", "-dumpfullversion"])}
+    return info
+
+
+# ---------------------------------------------------------------- charts
+def gnuplot(script, cwd):
+    if not shutil.which("gnuplot"):
+        return "gnuplot not installed"
+    r = subprocess.run(["gnuplot"], input=script, capture_output=True, text=True, cwd=cwd)
+    return r.stderr.strip() if r.returncode else ""
+
+
+def bar_chart(cwd, fname, title, ylabel, names, rows):
+    """rows: [(workload, [value or None per allocator])]"""
+    dat = fname.replace(".svg", ".dat")
+    with open(os.path.join(cwd, dat), "w") as f:
+        f.write("workload " + " ".join('"%s"' % n for n in names) + "\n")
+        for w, vals in rows:
+            f.write('"%s" ' % w + " ".join("%.5g" % v if v else "?" for v in vals) + "\n")
+    width = max(900, 60 * len(rows) + 200)
+    vals = [v for _, vs in rows for v in vs if v]
+    lo = 2 ** math.floor(math.log2(min(vals)) - 0.5) if vals else 0.25
+    hi = 2 ** math.ceil(math.log2(max(vals)) + 0.3) if vals else 4
+    script = """set terminal svg size {w},480 dynamic enhanced font "sans,11" background "white"
+set output "{out}"
+set title "{title}"
+set ylabel "{yl}"
+set datafile missing "?"
+set style data histograms
+set style histogram clustered gap 1
+set style fill solid 0.85 border -1
+set boxwidth 0.9
+set logscale y 2
+set grid ytics
+set xtics rotate by 45 right scale 0 font ",10"
+set bmargin 7
+set key outside top center horizontal
+set yrange [{lo}:{hi}]
+plot for [i=2:{n1}] "{dat}" using i:xtic(1) title columnhead(i)
+""".format(lo=lo, hi=hi, w=width, out=fname, title=title, yl=ylabel, n1=len(names) + 1, dat=dat)
+    return gnuplot(script, cwd)
+
+
+def latency_chart(cwd, fname, names, lat):
+    """lat: {alloc: {"malloc": [6 values], "free": [...]}}"""
+    errs = []
+    plots = []
+    for op in ("malloc", "free"):
+        dat = "latency-%s.dat" % op
+        with open(os.path.join(cwd, dat), "w") as f:
+            f.write("pct " + " ".join('"%s"' % n for n in names) + "\n")
+            for i, p in enumerate(PCTS):
+                vals = [lat.get(n, {}).get(op) for n in names]
+                f.write('"%s" ' % p + " ".join("%g" % max(1, v[i]) if v else "?" for v in vals) + "\n")
+        plots.append('set title "%s latency (cycles, sampled 1 in 8)"\nplot for [i=2:%d] "%s" using 0:i:xtic(1) with linespoints lw 2 title columnhead(i)\n'
+                     % (op, len(names) + 1, dat))
+    script = """set terminal svg size 1100,460 dynamic enhanced font "sans,11" background "white"
+set output "{out}"
+set datafile missing "?"
+set logscale y 10
+set format y "10^{{%L}}"
+set grid
+set xlabel "percentile"
+set ylabel "cycles"
+set key top left
+set multiplot layout 1,2
+{p0}{p1}unset multiplot
+""".format(out=fname, p0=plots[0], p1=plots[1])
+    e = gnuplot(script, cwd)
+    if e:
+        errs.append(e)
+    return "; ".join(errs)
+
+
+# ---------------------------------------------------------------- main
+def main():
+    allocs, problems = discover_allocators()
+    want = ENV.get("ALLOCS", "").replace(",", " ").split()
+    if want:
+        known = {a["name"] for a in allocs} | set(problems)
+        for n in want:
+            if n not in known:
+                die("ALLOCS: unknown allocator '%s' (known: %s)" % (n, " ".join(sorted(known))))
+        allocs = [a for a in allocs if a["name"] in want]
+        problems = {k: v for k, v in problems.items() if k in want}
+    if SMOKE:
+        return smoke(allocs, problems)
+
+    ws = workloads()
+    wantw = ENV.get("BENCH", "").replace(",", " ").split()
+    if wantw:
+        names = {w["name"] for w in ws}
+        groups = {w["group"] for w in ws}
+        for n in wantw:
+            if n not in names and n not in groups and not any(re.fullmatch(n.replace("*", ".*"), x) for x in names):
+                die("BENCH: unknown workload '%s' (workloads: %s; groups: %s)" % (n, " ".join(w["name"] for w in ws),
+                                                                                  " ".join(sorted(groups))))
+        ws = [w for w in ws if w["name"] in wantw or w["group"] in wantw
+              or any(re.fullmatch(n.replace("*", ".*"), w["name"]) for n in wantw)]
+    need = {"redis": ["redis-server", "redis-benchmark", "redis-cli"], "sqlite": ["sqlite3"]}
+    for w in list(ws):
+        missing = [t for t in need.get(w["kind"], []) if not shutil.which(t)]
+        if missing:
+            print("bench: skipping %s: %s not installed" % (w["name"], " ".join(missing)))
+            ws.remove(w)
+    if not ws or not allocs:
+        die("nothing to run (workloads: %d, allocators: %d)" % (len(ws), len(allocs)))
+    baseline = ENV.get("BASELINE", "") or "glibc"
+    if baseline not in {a["name"] for a in allocs}:
+        die("BASELINE=%s is not among the allocators measured (%s)" % (baseline, " ".join(a["name"] for a in allocs)))
+    rounds = int(ENV.get("ROUNDS") or (1 if QUICK else 3))
+    timeout = int(ENV.get("TIMEOUT") or (30 if QUICK else 90))
+    for k, v in problems.items():
+        print("bench: %s: %s" % (k, v.split(":", 1)[1]))
+
+    names = [a["name"] for a in allocs]
+    tmp = tempfile.mkdtemp(prefix="sm-bench-")
+    runner = Runner(timeout, tmp)
+    data = {}  # (w, a) -> [runs]
+    failed = set()
+    total = rounds * len(ws) * len(allocs)
+    done = 0
+    t_start = time.monotonic()
+    print("bench: %d workload(s) x %d allocator(s) x %d round(s) = %d runs%s; baseline %s; timeout %ds per run"
+          % (len(ws), len(allocs), rounds, total, " (QUICK)" if QUICK else "", baseline, timeout))
+    print("bench: allocators: " + ", ".join("%s%s" % (a["name"], " (%s)" % a["preload"] if a["preload"] else "")
+                                           for a in allocs))
+    sys.stdout.flush()
+    try:
+        for r in range(rounds):
+            order = allocs[r % len(allocs):] + allocs[:r % len(allocs)]
+            for w in ws:
+                for a in order:
+                    key = (w["name"], a["name"])
+                    done += 1
+                    if key in failed:  # a failed case is FAIL already; do not spend time on it again
+                        res = {"ok": False, "time": 0.0, "rss_kib": 0, "metrics": {}, "reason": "skipped after failure",
+                               "skipped": True}
+                    else:
+                        res = runner.run(w, a)
+                    res["round"] = r + 1
+                    data.setdefault(key, []).append(res)
+                    if not res["ok"]:
+                        failed.add(key)
+                    el = time.monotonic() - t_start
+                    eta = el / done * (total - done)
+                    if res.get("skipped"):
+                        line = "FAIL (not rerun)"
+                    elif res["ok"]:
+                        line = "%8.3fs %9.1f MiB" % (res["time"], res["rss_kib"] / 1024)
+                    else:
+                        line = "FAIL: " + res["reason"]
+                    print("[%3d/%d %s ETA %s] r%d %-14s %-10s %s" % (done, total, fmt_dur(el), fmt_dur(eta), r + 1,
+                                                                     w["name"], a["name"], line))
+                    sys.stdout.flush()
+    except KeyboardInterrupt:
+        print("bench: interrupted; reporting what was measured")
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    wall = time.monotonic() - t_start
+    nfail = report(ws, allocs, baseline, rounds, timeout, data, wall)
+    strict = ENV.get("STRICT", "0") not in ("", "0", "no", "false")
+    return 1 if (strict and nfail) else 0
+
+
+def smoke(allocs, problems):
+    tmp = tempfile.mkdtemp(prefix="sm-smoke-")
+    runner = Runner(int(ENV.get("TIMEOUT") or 20), tmp)
+    nbad = 0
+    try:
+        for a in allocs:
+            res = runner.run(SMOKE_W, a)
+            if res["ok"]:
+                print("ok bench: smoke/%s (%.3fs, %.1f MiB)" % (a["name"], res["time"], res["rss_kib"] / 1024))
+            else:
+                nbad += 1
+                print("not ok bench: smoke/%s: %s" % (a["name"], res["reason"]))
+        for name, why in problems.items():
+            kind, msg = why.split(":", 1)
+            if kind == "skip":
+                print("skip bench: smoke/%s: %s" % (name, msg))
+            else:
+                nbad += 1
+                print("not ok bench: smoke/%s: %s" % (name, msg))
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    return 1 if nbad else 0
+
+
+def report(ws, allocs, baseline, rounds, timeout, data, wall):
+    names = [a["name"] for a in allocs]
+    summ = {(w["name"], a): summarise(data.get((w["name"], a), [])) for w in ws for a in names}
+    tw = [w for w in ws if w["group"] != "latency"] + [w for w in ws if w["group"] == "latency"]
+
+    def ratio(w, a, field):
+        s, b = summ[(w, a)], summ[(w, baseline)]
+        if s and s["ok"] and b and b["ok"] and b[field] > 0:
+            return s[field] / b[field]
+        return None
+
+    geo = {}
+    for a in names:
+        for field in ("time", "rss"):
+            rs = [ratio(w["name"], a, field) for w in tw]
+            ok = [x for x in rs if x]
+            geo[(a, field)] = (geomean(ok), len(ok), len(rs))
+    nfail = {a: sum(1 for w in tw if summ[(w["name"], a)] and not summ[(w["name"], a)]["ok"]) for a in names}
+
+    # ---- terminal tables
+    colw = max(14, max(len(n) for n in names) + 2)
+    wn = max(14, max(len(w["name"]) for w in ws) + 1)
+
+    def cell_time(s, r):
+        if not s:
+            return "-"
+        if not s["ok"]:
+            return "FAIL"
+        return "%.3f %s" % (s["time"], "(%.2f)" % r if r else "")
+
+    def cell_rss(s, r):
+        if not s:
+            return "-"
+        if not s["ok"]:
+            return "FAIL"
+        return "%.1f %s" % (s["rss"] / 1024, "(%.2f)" % r if r else "")
+
+    lines = []
+    hdr = "%-*s" % (wn, "workload") + "".join("%*s" % (colw, n) for n in names)
+    for title, field, cell in (("elapsed time, s (ratio to %s)" % baseline, "time", cell_time),
+                               ("peak RSS, MiB (ratio to %s)" % baseline, "rss", cell_rss)):
+        lines.append("")
+        lines.append("== median %s, %d round(s) ==" % (title, rounds))
+        lines.append(hdr)
+        for w in tw:
+            lines.append("%-*s" % (wn, w["name"]) + "".join(
+                "%*s" % (colw, cell(summ[(w["name"], a)], ratio(w["name"], a, field))) for a in names))
+        lines.append("%-*s" % (wn, "geomean") + "".join(
+            "%*s" % (colw, ("%.3f" % geo[(a, field)][0]) if geo[(a, field)][0] else "-") for a in names))
+        lines.append("%-*s" % (wn, "  cases") + "".join(
+            "%*s" % (colw, "%d/%d%s" % (geo[(a, field)][1], geo[(a, field)][2],
+                                        " %dF" % nfail[a] if nfail[a] else "")) for a in names))
+    # latency
+    lat = {}
+    for a in names:
+        s = summ.get(("wcet", a))
+        if s and s["ok"]:
+            lat[a] = {op: [s["metrics"].get("%s_%s" % (op, p), 0) for p in PCTS] for op in ("malloc", "free")}
+    if any(w["name"] == "wcet" for w in ws):
+        lines.append("")
+        lines.append("== wcet tail latency, cycles (median over rounds; * = fewer samples than the percentile needs) ==")
+        lines.append("%-*s" % (wn, "alloc/op") + "".join("%10s" % p for p in PCTS))
+        for a in names:
+            for op in ("malloc", "free"):
+                if a in lat:
+                    ns = summ[("wcet", a)]["metrics"].get(op + "_samples", 0)
+                    lines.append("%-*s" % (wn, "%s %s" % (a, op)) + "".join(
+                        "%10s" % ("%d%s" % (v, "*" if ns * (1 - PCT_VALUES[i] / 100) < 1 else ""))
+                        for i, v in enumerate(lat[a][op])))
+                else:
+                    s = summ.get(("wcet", a))
+                    lines.append("%-*s FAIL%s" % (wn, "%s %s" % (a, op), (": " + s["reason"]) if s else ""))
+    # selected metrics
+    mrows = [("micro-st", "ns_per_pair", "micro-st ns/pair"), ("micro-mt", "ns_per_pair", "micro-mt ns/pair")]
+    mrows += [(w["name"], "mops_per_s", "%s Mops/s" % w["name"]) for w in ws if w["group"] == "scaling"]
+    mrows += [("redis", "rps_get", "redis GET req/s"), ("redis", "rps_set", "redis SET req/s")]
+    mrows = [m for m in mrows if any(w["name"] == m[0] for w in ws)]
+    if mrows:
+        lines.append("")
+        lines.append("== workload metrics (median) ==")
+        lines.append("%-*s" % (wn + 6, "metric") + "".join("%*s" % (colw, n) for n in names))
+        for wname, key, label in mrows:
+            cells = []
+            for a in names:
+                s = summ[(wname, a)]
+                if not s:
+                    cells.append("-")
+                elif not s["ok"]:
+                    cells.append("FAIL")
+                else:
+                    v = s["metrics"].get(key)
+                    cells.append("-" if v is None else ("%.1f" % v if v < 1000 else "%.0f" % v))
+            lines.append("%-*s" % (wn + 6, label) + "".join("%*s" % (colw, c) for c in cells))
+    fails = [(w["name"], a, summ[(w["name"], a)]["reason"]) for w in tw for a in names
+             if summ[(w["name"], a)] and not summ[(w["name"], a)]["ok"]]
+    if fails:
+        lines.append("")
+        lines.append("== failures ==")
+        for w, a, why in fails:
+            lines.append("FAIL %s/%s: %s" % (w, a, why))
+    print("\n".join(lines))
+
+    # ---- files
+    resdir = ENV.get("RESULTS_DIR") or os.path.join(ROOT, "bench", "results")
+    stamp = datetime.datetime.now().strftime("%Y-%m-%d-%H%M%S")
+    outdir = os.path.join(resdir, stamp)
+    os.makedirs(outdir, exist_ok=True)
+    info = machine_info()
+    with open(os.path.join(outdir, "runs.csv"), "w", newline="") as f:
+        cw = csv.writer(f)
+        cw.writerow(["round", "workload", "allocator", "ok", "elapsed_s", "peak_rss_kib", "reason", "metrics"])
+        for w in ws:
+            for a in names:
+                for r in data.get((w["name"], a), []):
+                    cw.writerow([r["round"], w["name"], a, int(r["ok"]), "%.6f" % r["time"], r["rss_kib"], r["reason"],
+                                 json.dumps(r["metrics"], sort_keys=True)])
+    with open(os.path.join(outdir, "summary.csv"), "w", newline="") as f:
+        cw = csv.writer(f)
+        cw.writerow(["workload", "allocator", "status", "rounds", "time_median_s", "time_min_s", "time_max_s",
+                     "time_ratio", "rss_median_kib", "rss_min_kib", "rss_max_kib", "rss_ratio"])
+        for w in tw:
+            for a in names:
+                s = summ[(w["name"], a)]
+                if not s:
+                    continue
+                if not s["ok"]:
+                    cw.writerow([w["name"], a, "FAIL: " + s["reason"], s["n"]] + [""] * 8)
+                    continue
+                rt, rr = ratio(w["name"], a, "time"), ratio(w["name"], a, "rss")
+                cw.writerow([w["name"], a, "ok", s["n"], "%.6f" % s["time"], "%.6f" % s["tmin"], "%.6f" % s["tmax"],
+                             "%.4f" % rt if rt else "", s["rss"], s["rmin"], s["rmax"], "%.4f" % rr if rr else ""])
+    js = {"machine": info, "config": {"quick": QUICK, "rounds": rounds, "baseline": baseline, "timeout_s": timeout,
+                                      "allocators": allocs, "workloads": ws, "wall_s": wall},
+          "summary": {"%s/%s" % k: v for k, v in summ.items()},
+          "geomean": {a: {"time": geo[(a, "time")][0], "rss": geo[(a, "rss")][0], "cases": geo[(a, "time")][1],
+                          "failures": nfail[a]} for a in names},
+          "runs": {"%s/%s" % k: v for k, v in data.items()}}
+    with open(os.path.join(outdir, "results.json"), "w") as f:
+        json.dump(js, f, indent=1, sort_keys=True)
+
+    chart_errs = []
+    trows = [(w["name"], [ratio(w["name"], a, "time") for a in names]) for w in tw]
+    rrows = [(w["name"], [ratio(w["name"], a, "rss") for a in names]) for w in tw]
+    e = bar_chart(outdir, "time.svg", "Elapsed time relative to %s (lower is better; missing = FAIL)" % baseline,
+                  "time / %s" % baseline, names, trows)
+    e and chart_errs.append("time.svg: " + e)
+    e = bar_chart(outdir, "rss.svg", "Peak RSS relative to %s (lower is better; missing = FAIL)" % baseline,
+                  "peak RSS / %s" % baseline, names, rrows)
+    e and chart_errs.append("rss.svg: " + e)
+    if lat:
+        e = latency_chart(outdir, "latency.svg", names, lat)
+        e and chart_errs.append("latency.svg: " + e)
+
+    md = []
+    md.append("# sunmao benchmark report — %s" % stamp)
+    md.append("")
+    md.append("## Machine")
+    md.append("")
+    md.append("| | |\n|---|---|")
+    md.append("| CPU | %s |" % info["cpu"])
+    md.append("| hardware threads | %d |" % info["cores"])
+    md.append("| memory | %s |" % info["memory"])
+    md.append("| OS / kernel | %s / %s |" % (info["os"], info["kernel"]))
+    md.append("| gcc | %s |" % info["gcc"])
+    md.append("| sunmao commit | %s |" % (info["git"] or "?"))
+    for p, v in info["packages"].items():
+        md.append("| %s | %s |" % (p, v))
+    md.append("")
+    md.append("## Method")
+    md.append("")
+    md.append("- %s mode, %d round(s); in every round each workload runs once per allocator, allocators interleaved "
+              "(round-robin, the starting allocator rotates between rounds). Wall time of the run: %s." %
+              ("QUICK" if QUICK else "full", rounds, fmt_dur(wall)))
+    md.append("- Elapsed time = wall clock of the measured process; peak RSS = `ru_maxrss` from `wait4()` "
+              "(redis: `VmHWM` of redis-server before shutdown; its time is redis-benchmark's elapsed time).")
+    md.append("- Cells: median [min–max] over rounds, and the ratio to **%s** (the baseline). Geometric means are over "
+              "the workloads where both the allocator and the baseline succeeded (count shown). "
+              "Any failed run (crash, wrong output, timeout after %d s) makes the cell FAIL." % (baseline, timeout))
+    md.append("- Allocators: " + ", ".join("`%s`%s" % (a["name"], " (`%s`)" % a["preload"] if a["preload"] else " (no preload)")
+                                          for a in allocs))
+    for k, v in problems_note(allocs).items():
+        md.append("- %s: %s" % (k, v))
+    md.append("")
+    for title, field, unit, scale in (("Elapsed time", "time", "s", 1.0), ("Peak RSS", "rss", "MiB", 1 / 1024)):
+        md.append("## %s (%s)" % (title, unit))
+        md.append("")
+        md.append("| workload | " + " | ".join(names) + " |")
+        md.append("|---|" + "---:|" * len(names))
+        for w in tw:
+            cells = []
+            for a in names:
+                s = summ[(w["name"], a)]
+                if not s:
+                    cells.append("–")
+                elif not s["ok"]:
+                    cells.append("**FAIL** (%s)" % s["reason"].replace("|", "/"))
+                else:
+                    lo, hi = (s["tmin"], s["tmax"]) if field == "time" else (s["rmin"] * scale, s["rmax"] * scale)
+                    v = s[field] * scale
+                    r = ratio(w["name"], a, field)
+                    fmtv = "%.3f" if field == "time" else "%.1f"
+                    cells.append((fmtv + " [" + fmtv + "–" + fmtv + "]") % (v, lo, hi) + (" ×%.2f" % r if r else ""))
+            md.append("| %s | " % w["name"] + " | ".join(cells) + " |")
+        md.append("| **geomean vs %s** | " % baseline + " | ".join(
+            ("**%.3f** (%d/%d)" % (geo[(a, field)][0], geo[(a, field)][1], geo[(a, field)][2]))
+            if geo[(a, field)][0] else "–" for a in names) + " |")
+        md.append("")
+        md.append("![%s](%s/%s.svg)" % (title, stamp, field))
+        md.append("")
+    if any(w["name"] == "wcet" for w in ws):
+        md.append("## Tail latency (wcet, cycles)")
+        md.append("")
+        md.append("%d pinned threads, asymmetric batches, shuffled remote frees, sizes 16..2048, one call in 8 timed "
+                  "with rdtsc; median of the per-round percentiles." % NCPU)
+        md.append("")
+        md.append("A percentile p needs at least 1/(1-p) samples to differ from the maximum; values marked * come "
+                  "from fewer samples than that (run the full suite for p99.9999).")
+        md.append("")
+        md.append("| allocator | op | " + " | ".join(PCTS) + " | samples |")
+        md.append("|---|---|" + "---:|" * (len(PCTS) + 1))
+        for a in names:
+            s = summ.get(("wcet", a))
+            for op in ("malloc", "free"):
+                if a in lat:
+                    ns = s["metrics"].get(op + "_samples", 0)
+                    md.append("| %s | %s | " % (a, op) + " | ".join(
+                        "%d%s" % (v, "*" if ns * (1 - PCT_VALUES[i] / 100) < 1 else "") for i, v in enumerate(lat[a][op])) +
+                              " | %d |" % s["metrics"].get(op + "_samples", 0))
+                else:
+                    md.append("| %s | %s | **FAIL** %s |" % (a, op, s["reason"] if s else ""))
+        md.append("")
+        if lat:
+            md.append("![latency](%s/latency.svg)" % stamp)
+            md.append("")
+    if mrows:
+        md.append("## Workload metrics (median)")
+        md.append("")
+        md.append("| metric | " + " | ".join(names) + " |")
+        md.append("|---|" + "---:|" * len(names))
+        for wname, key, label in mrows:
+            cells = []
+            for a in names:
+                s = summ[(wname, a)]
+                cells.append("–" if not s else "FAIL" if not s["ok"] else
+                             ("%.1f" % s["metrics"][key] if key in s["metrics"] else "–"))
+            md.append("| %s | " % label + " | ".join(cells) + " |")
+        md.append("")
+    md.append("## Workloads")
+    md.append("")
+    for w in ws:
+        p = w["quick"] if QUICK else w["full"]
+        md.append("- **%s** (%s): %s — `%s`" % (w["name"], w["group"], w["desc"],
+                                               " ".join(p) if isinstance(p, list) else json.dumps(p)))
+    md.append("")
+    if chart_errs:
+        md.append("Chart errors: " + "; ".join(chart_errs))
+        md.append("")
+    md.append("Raw data: [`runs.csv`](%s/runs.csv), [`summary.csv`](%s/summary.csv), "
+              "[`results.json`](%s/results.json)." % (stamp, stamp, stamp))
+    mdpath = os.path.join(resdir, stamp + ".md")
+    with open(mdpath, "w") as f:
+        f.write("\n".join(md) + "\n")
+    print("")
+    if chart_errs:
+        print("bench: chart errors: " + "; ".join(chart_errs))
+    print("bench: report %s (charts and raw data in %s/), wall time %s" % (os.path.relpath(mdpath), os.path.relpath(outdir),
+                                                                          fmt_dur(wall)))
+    return len(fails)
+
+
+def problems_note(allocs):
+    _, problems = discover_allocators()
+    return {k: v.split(":", 1)[1] for k, v in problems.items()}
+
+
+if __name__ == "__main__":
+    sys.exit(main())

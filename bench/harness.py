@@ -800,7 +800,10 @@ def report(ws, allocs, baseline, rounds, timeout, data, wall):
     md.append("- Cells: median [min–max] over rounds, and the ratio to **%s** (the baseline). Geometric means are over "
               "the workloads where both the allocator and the baseline succeeded (count shown). "
               "Any failed run (crash, wrong output, timeout after %d s) makes the cell FAIL." % (baseline, timeout))
-    md.append("- Allocators: " + ", ".join("`%s`%s" % (a["name"], " (`%s`)" % a["preload"] if a["preload"] else " (no preload)")
+    def shown_path(path):  # reports get committed as snapshots: no paths of this machine in them
+        rel = os.path.relpath(path, ROOT)
+        return path if rel.startswith("..") else rel
+    md.append("- Allocators: " + ", ".join("`%s`%s" % (a["name"], " (`%s`)" % shown_path(a["preload"]) if a["preload"] else " (no preload)")
                                           for a in allocs))
     for k, v in problems_note(allocs).items():
         md.append("- %s: %s" % (k, v))

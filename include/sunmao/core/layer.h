@@ -59,6 +59,26 @@
 #define SM_CHKSUM_FN(fn)    SM_POLICY_FN(chksum, SM_CHKSUM, fn)
 #define SM_ERR_FN(fn)       SM_POLICY_FN(err, SM_ERR, fn)
 
+/* The fork hooks of a layer guarded by one lock of its sync policy: take it before the next
+ * layer's locks (the order in which requests take them), release it (parent) or re-create it
+ * (child) after. Expands to the three hook functions. */
+#define SM_FORK_HOOKS_ONE_LOCK(lockp)                                                  \
+    SM_INLINE void SM_FN(fork_prepare)(void)                                           \
+    {                                                                                  \
+        SM_SYNC_FN(lock)(lockp);                                                       \
+        SM_NEXT_FN(fork_prepare)();                                                    \
+    }                                                                                  \
+    SM_INLINE void SM_FN(fork_parent)(void)                                            \
+    {                                                                                  \
+        SM_SYNC_FN(unlock)(lockp);                                                     \
+        SM_NEXT_FN(fork_parent)();                                                     \
+    }                                                                                  \
+    SM_INLINE void SM_FN(fork_child)(void)                                             \
+    {                                                                                  \
+        SM_SYNC_FN(reinit)(lockp);                                                     \
+        SM_NEXT_FN(fork_child)();                                                      \
+    }
+
 /* Options (SM_OPT_*) are read once, when the template is included: a template gives each a
  * default with #ifndef, and #undefs its own options at its end, so the next inclusion starts clean.
  * The common parameters are #undef'd by core/layer_end.h, which every template includes last. */

@@ -551,21 +551,7 @@ SM_INLINE bool SM_FN(resize)(sm_mctx_t *c, size_t n)
 
 SM_INLINE void SM_FN(thread_exit)(void) { SM_NEXT_FN(thread_exit)(); }
 
-SM_INLINE void SM_FN(fork_prepare)(void)
-{
-    SM_SYNC_FN(lock)(&SM_FN(obj).lock);
-    SM_NEXT_FN(fork_prepare)();
-}
-SM_INLINE void SM_FN(fork_parent)(void)
-{
-    SM_SYNC_FN(unlock)(&SM_FN(obj).lock);
-    SM_NEXT_FN(fork_parent)();
-}
-SM_INLINE void SM_FN(fork_child)(void)
-{
-    SM_SYNC_FN(reinit)(&SM_FN(obj).lock);
-    SM_NEXT_FN(fork_child)();
-}
+SM_FORK_HOOKS_ONE_LOCK(&SM_FN(obj).lock)
 
 /* ---- for tests and debugging ---- */
 /* Walk every span and list and check the invariants. Returns NULL when the heap is consistent,

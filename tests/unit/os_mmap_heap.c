@@ -338,6 +338,48 @@ static void fork_hooks_leave_both_sides_usable(void)
     FREE(mmt, before.ptr, 0, 0);
 }
 
+static size_t resident_pages(void *p, size_t len)
+{
+    size_t page = sm_os_page_size(), n = len / page, r = 0;
+    unsigned char vec[256];
+    if (n > sizeof vec || mincore(p, len, vec) != 0)
+        return SIZE_MAX;
+    for (size_t i = 0; i < n; i++)
+        r += vec[i] & 1;
+    return r;
+}
+
+/* purge (asked for by decay_cache): pages go, the mapping and the block stay. */
+static void purge_drops_pages_but_keeps_the_block(void)
+{
+    size_t page = sm_os_page_size(), len = 64 * page;
+    sm_mctx_t c = ALLOC(mm, len, 16);
+    memset(c.ptr, 0x6b, len);
+    CHECK(resident_pages(c.ptr, len) == 64);
+    sm_mctx_t p = sm_mctx_block(c.ptr, 2 * page - 1, SM_F_ZERO); /* rounded up to two pages */
+    CHECK(mm_purge(&p));
+    CHECK(all_zero(c.ptr, 2 * page) && ((unsigned char *)c.ptr)[2 * page] == 0x6b);
+    p = sm_mctx_block(c.ptr, 0, SM_F_ZERO); /* 0: the whole block */
+    CHECK(mm_purge(&p) && resident_pages(c.ptr, len) == 0 && is_mapped(c.ptr, len));
+    CHECK(all_zero(c.ptr, len));
+    p = sm_mctx_block(c.ptr, len * 4, 0); /* past the end: clipped to the block; lazy may keep data */
+    CHECK(mm_purge(&p) && is_mapped(c.ptr, len));
+    sm_mctx_t m = sm_mctx_block(c.ptr, 0, 0);
+    CHECK(mm_getmeta(&m) && m.usable == len);
+    int on_stack;
+    sm_mctx_t bad = sm_mctx_block(&on_stack, page, SM_F_ZERO), inner = sm_mctx_block((char *)c.ptr + page, page, 0);
+    CHECK(!mm_purge(&bad) && !mm_purge(&inner));
+    FREE(mm, c.ptr, 0, 0);
+    p = sm_mctx_block(c.ptr, 0, SM_F_ZERO);
+    CHECK(!mm_purge(&p)); /* freed: not this layer's block any more */
+    sm_mctx_t t = ALLOC(mmt, 3 * page, 16); /* carved blocks can be purged too */
+    memset(t.ptr, 1, 3 * page);
+    p = sm_mctx_block(t.ptr, 0, SM_F_ZERO);
+    CHECK(mm_purge(&p) == false && mmt_purge(&p) && all_zero(t.ptr, 3 * page));
+    FREE(mmt, t.ptr, 0, 0);
+    CHECK(errors[SM_ERR_INVALID_FREE] == 0 && errors[SM_ERR_DOUBLE_FREE] == 0);
+}
+
 static void huge_mappings_are_huge_aligned(void)
 {
     sm_mctx_t c = ALLOC(mmh, (size_t)4 << 20, 16);
@@ -368,5 +410,6 @@ int main(void)
     RUN_CASE(exited_threads_regions_are_adopted);
     RUN_CASE(fork_hooks_leave_both_sides_usable);
     RUN_CASE(huge_mappings_are_huge_aligned);
+    RUN_CASE(purge_drops_pages_but_keeps_the_block);
     return check_end();
 }

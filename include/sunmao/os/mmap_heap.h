@@ -11,6 +11,7 @@
  *                                 more than a quarter of the thread heap)
  *   SM_OPT_HUGE_PAGES             1: ask for transparent huge pages on mappings >= 2 MiB, aligned to 2 MiB
  * Properties: thread-safe, page-aligned blocks, always zero-filled (SM_F_FRESH on every result).
+ * Beyond the contract: L_purge(c) drops a live block's pages but keeps it mapped (for decay_cache).
  *
  * Every block handed out is recorded in a page map keyed by its first page, holding its size and
  * kind, so free without a size, getmeta and foreign-pointer detection cost one lock-free lookup.
@@ -337,6 +338,24 @@ SM_INLINE bool SM_FN(resize)(sm_mctx_t *c, size_t n)
     SM_FN(record)(p, want | SM_FN(w_direct));
     SM_SYNC_FN(unlock)(&SM_FN(obj).lock);
     return true;
+}
+
+/* Give back the physical pages of a live block but keep it mapped (the contract decay_cache asks of
+ * the layer below it, since only OS layers may talk to the kernel). c->ptr is the block, c->size the
+ * bytes to purge from its start (0 = the whole block; rounded up to pages, never past the block).
+ * SM_F_ZERO in c->flags: the pages must read as zero afterwards (MADV_DONTNEED, RSS drops at once);
+ * without it the kernel may reclaim them lazily (MADV_FREE) and their contents are undefined.
+ * False (nothing done) for a pointer that is not a live block of this layer or a failed madvise. */
+SM_INLINE bool SM_FN(purge)(sm_mctx_t *c)
+{
+    uintptr_t w = SM_FN(word)(c->ptr);
+    if (!SM_FN(word_live)(w))
+        return false;
+    size_t size = w & ~(uintptr_t)SM_FN(w_kind_mask);
+    size_t bytes = c->size ? sm_align_up(c->size, sm_os_page_size()) : size;
+    if (bytes > size || bytes < c->size) /* past the block, or rounding wrapped around */
+        bytes = size;
+    return sm_os_purge(c->ptr, bytes, !(c->flags & SM_F_ZERO)) == 0;
 }
 
 SM_INLINE void SM_FN(thread_exit)(void)

@@ -1,0 +1,437 @@
+/* decay_cache: an add-on layer that keeps freed large blocks of the next layer mapped for reuse,
+ * and gives their memory back over time (jemalloc's dirty/muzzy decay, done on the request path).
+ *
+ * Why: below a heap layer it sees region and chunk traffic (4 MiB) and huge user blocks. Passing
+ * every free down unmaps the block and the next allocation of that size faults every page in again:
+ * on a loop of 5-25 MiB blocks that is most of the run time. Kept blocks are reused dirty, without a
+ * system call or a page fault, as glibc reuses its heap; blocks nobody asks for are purged, then
+ * unmapped, so RSS and address space still follow the working set down.
+ *
+ * Parameters: SM_LAYER, SM_NEXT. Slots: sync (required: one lock over the cache; only large blocks
+ * ever take it), err (required: double frees of cached blocks).
+ * @check: <sunmao/policies/err/warn.h> SM_LAYER=m SM_ERR=warn <sunmao/os/mmap_heap.h> SM_LAYER=t SM_NEXT=m <sunmao/policies/sync/mutex.h> SM_SYNC=mutex SM_ERR=warn
+ * The next layer must provide, beyond the contract, bool N_purge(sm_mctx_t *c): give back the pages
+ * of its live block c->ptr (c->size bytes) and keep it mapped; with SM_F_ZERO in c->flags they must
+ * read as zero afterwards, else they may be reclaimed lazily. (Layers may not call the OS, so the
+ * purge is asked of the layer that owns the mapping; mmap_heap provides it.)
+ * Options:
+ *   SM_OPT_MIN_CACHED   smallest block kept, in bytes (default 64 KiB: smaller blocks belong to
+ *                       the heap layers above, and a page-map node or descriptor is never freed)
+ *   SM_OPT_MAX_WASTE    percent by which a reused block may exceed the request (default 100: at
+ *                       most twice the request, a power-of-two allocator's bound); a larger cached
+ *                       block is shrunk to the request with N_resize (the tail is unmapped) instead
+ *   SM_OPT_DECAY_MS     a block idle this long is purged (pages given back, still mapped); idle
+ *                       twice this long it goes back to the next layer, unmapped (default 1000)
+ *   SM_OPT_PURGE_LAZY   0: purge with MADV_DONTNEED (default: RSS drops at once, as users and their
+ *                       monitoring read it, and a purged block is reused as zero memory, SM_F_FRESH);
+ *                       1: MADV_FREE (cheaper to reuse, RSS drops only under memory pressure)
+ *   SM_OPT_MAX_BLOCKS   at most this many blocks cached (default 64)
+ *   SM_OPT_MAX_BYTES    at most this many bytes cached, dirty or purged (default 256 MiB)
+ * Properties: thread_safe when the sync policy and the next layer are (the next layer is called
+ * outside the lock); min_align of the next layer (every cached block came from it); zeroed 0 (dirty
+ * blocks are reused as they are; purged ones come back with SM_F_FRESH).
+ *
+ * Defaults. Decay 1 s: a purged block costs, when reused, one page fault per page (~0.25 ms per MiB
+ * here); purging only what has been idle for a second bounds that cost to one refault per block per
+ * second, under 1% of run time even for a program cycling through huge blocks, while RSS still
+ * drops within 1 s of the working set shrinking, and address space within 2 s. jemalloc's 10 s
+ * keeps more memory resident for longer than monitoring tolerates; tcmalloc's 1 MiB/s release is
+ * too slow for huge blocks (a 1 GiB drop takes a quarter of an hour). Bounds 64 blocks / 256 MiB:
+ * enough to hold several blocks of a 5-25 MiB working set (the malloc-large pattern), a hard cap on
+ * the dirty memory held for at most one decay period, and 64 mappings (vm.max_map_count is 65530).
+ * Measured on the malloc-large loop (tests/unit/decay_cache.c, 2000 iterations): a cache of 128 MiB
+ * still takes 1.5-3x glibc's page faults, 256 MiB fewer than glibc; waste 25% takes 2.6x the faults
+ * of waste 100% (fewer blocks fit a request, and shrinking leaves the cache with small blocks).
+ * Blocks are separate mappings that cannot coalesce, so the cache needs more blocks than glibc's heap
+ * needs bytes; an mmap_heap that could split and merge adjacent blocks would close that gap.
+ *
+ * The cache is a fixed array of slots in the instance's static object (no allocation): scanning
+ * 64 slots under the lock is a few hundred nanoseconds, negligible next to the megabytes of a large
+ * block, and it gives best fit, double-free detection and oldest-first eviction without an index.
+ * There is no background thread: each free that reaches this layer and each large allocation reads
+ * CLOCK_MONOTONIC_COARSE (vDSO, no system call) and compares it with the earliest deadline in the
+ * cache (one load); only when a deadline has passed is the cache scanned. A program that stops
+ * calling the allocator keeps its cached blocks until its next large request or free.
+ * System calls (purge, unmap, map) are never made under the lock: a block being purged stays in its
+ * slot marked busy, so it is neither handed out nor freed twice meanwhile. */
+#include <time.h>
+#include "../../core/bits.h"
+#include "../../core/errors.h"
+#include "../../core/layer.h"
+
+#ifndef SM_LAYER
+#error "decay_cache: define SM_LAYER (this instance's name) before including"
+#endif
+#ifndef SM_NEXT
+#error "decay_cache: define SM_NEXT (the layer below, which must provide <next>_purge) before including"
+#endif
+#ifndef SM_SYNC
+#error "decay_cache: policy slot 'sync' is empty (SM_SYNC = none|spinlock|mutex)"
+#endif
+#ifndef SM_ERR
+#error "decay_cache: policy slot 'err' is empty (SM_ERR = warn|fatal|callback)"
+#endif
+
+#ifndef SM_OPT_MIN_CACHED
+#define SM_OPT_MIN_CACHED ((size_t)64 << 10)
+#endif
+#ifndef SM_OPT_MAX_WASTE
+#define SM_OPT_MAX_WASTE 100
+#endif
+#ifndef SM_OPT_DECAY_MS
+#define SM_OPT_DECAY_MS 1000
+#endif
+#ifndef SM_OPT_PURGE_LAZY
+#define SM_OPT_PURGE_LAZY 0
+#endif
+#ifndef SM_OPT_MAX_BLOCKS
+#define SM_OPT_MAX_BLOCKS 64
+#endif
+#ifndef SM_OPT_MAX_BYTES
+#define SM_OPT_MAX_BYTES ((size_t)256 << 20)
+#endif
+_Static_assert((SM_OPT_MIN_CACHED) >= 1, "decay_cache: SM_OPT_MIN_CACHED must be at least 1");
+_Static_assert((SM_OPT_MAX_WASTE) >= 0 && (SM_OPT_MAX_WASTE) <= 1000, "decay_cache: SM_OPT_MAX_WASTE is a percentage, 0..1000");
+_Static_assert((SM_OPT_DECAY_MS) >= 1, "decay_cache: SM_OPT_DECAY_MS must be at least 1 ms");
+_Static_assert((SM_OPT_MAX_BLOCKS) >= 1 && (SM_OPT_MAX_BLOCKS) <= 4096, "decay_cache: SM_OPT_MAX_BLOCKS must be 1..4096");
+
+enum {
+    SM_FN(thread_safe) = SM_SYNC_FN(thread_safe) && SM_PROP(SM_NEXT, thread_safe),
+    SM_FN(min_align) = SM_PROP(SM_NEXT, min_align),
+    SM_FN(zeroed) = 0,
+    /* Slot states. */
+    SM_FN(s_empty) = 0,
+    SM_FN(s_dirty) = 1,  /* as the user left it, resident */
+    SM_FN(s_purged) = 2, /* pages given back; reads as zero unless the purge was lazy */
+    SM_FN(s_busy) = 3,   /* being purged outside the lock: not reusable, still "free" */
+};
+
+struct SM_FN(slot) {
+    char *ptr;
+    size_t size;
+    uint64_t since_ms; /* when it entered the cache; decay deadlines count from here */
+    unsigned state;
+};
+
+static struct {
+    SM_SYNC_FN(t) lock;
+    size_t blocks, bytes;     /* cached, busy included */
+    uint64_t next_deadline;   /* earliest time a slot needs a purge or a return; read without lock */
+    struct SM_FN(slot) slots[SM_OPT_MAX_BLOCKS];
+} SM_FN(obj) = { SM_SYNC_INIT, 0, 0, UINT64_MAX, { { 0, 0, 0, 0 } } };
+
+SM_INLINE uint64_t SM_FN(now_ms)(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC_COARSE, &t);
+    return (uint64_t)t.tv_sec * 1000u + (uint64_t)t.tv_nsec / 1000000u;
+}
+
+SM_INLINE int SM_FN(create)(void) { return SM_NEXT_FN(create)(); }
+
+/* The block count is also read without the lock, as a hint that the cache is empty. */
+SM_INLINE void SM_FN(set_blocks_locked)(size_t n) { __atomic_store_n(&SM_FN(obj).blocks, n, __ATOMIC_RELAXED); }
+
+/* Work found under the lock and done after it is released. */
+struct SM_FN(chores) {
+    unsigned purge_count, return_count;
+    struct SM_FN(slot) *purge[SM_OPT_MAX_BLOCKS];
+    struct { char *ptr; size_t size; } give_back[SM_OPT_MAX_BLOCKS + 1];
+};
+
+/* Empty a slot whose block goes back to the next layer. Caller holds the lock. */
+SM_INLINE void SM_FN(evict_locked)(struct SM_FN(slot) *s, struct SM_FN(chores) *w)
+{
+    w->give_back[w->return_count].ptr = s->ptr;
+    w->give_back[w->return_count].size = s->size;
+    w->return_count++;
+    SM_FN(set_blocks_locked)(SM_FN(obj).blocks - 1);
+    SM_FN(obj).bytes -= s->size;
+    s->ptr = NULL, s->size = 0, s->state = SM_FN(s_empty);
+}
+
+/* Mark what is due at `now` and recompute the next deadline. Caller holds the lock. */
+static void SM_FN(collect_due_locked)(uint64_t now, struct SM_FN(chores) *w)
+{
+    const uint64_t decay = SM_OPT_DECAY_MS;
+    uint64_t next = UINT64_MAX;
+    for (unsigned i = 0; i < SM_OPT_MAX_BLOCKS; i++) {
+        struct SM_FN(slot) *s = &SM_FN(obj).slots[i];
+        if (s->state != SM_FN(s_dirty) && s->state != SM_FN(s_purged))
+            continue; /* empty, or busy: its purger records its deadline when it is done */
+        uint64_t due = s->since_ms + 2 * decay;
+        if (due <= now) { /* idle twice the decay (or a purge failed): back to the next layer */
+            SM_FN(evict_locked)(s, w);
+            continue;
+        }
+        if (s->state == SM_FN(s_dirty)) {
+            if (s->since_ms + decay <= now) {
+                s->state = SM_FN(s_busy);
+                w->purge[w->purge_count++] = s;
+            } else {
+                due = s->since_ms + decay;
+            }
+        }
+        if (due < next)
+            next = due;
+    }
+    /* Batch: wake at most every 1/16 of the decay, so a stream of frees does not scan each time. */
+    if (next != UINT64_MAX && next < now + decay / 16)
+        next = now + decay / 16;
+    __atomic_store_n(&SM_FN(obj).next_deadline, next, __ATOMIC_RELAXED);
+}
+
+/* Return blocks to the next layer (unmapped there). The only free call site besides L_free. */
+SM_SLOWPATH void SM_FN(give_back)(char *p, size_t size)
+{
+    sm_mctx_t c = sm_mctx_block(p, size, SM_F_SIZED);
+    SM_NEXT_FN(free)(&c);
+}
+
+/* Do what collect_due_locked and eviction found, without the lock. */
+SM_SLOWPATH void SM_FN(do_chores)(struct SM_FN(chores) *w)
+{
+    for (unsigned i = 0; i < w->return_count; i++)
+        SM_FN(give_back)(w->give_back[i].ptr, w->give_back[i].size);
+    if (!w->purge_count)
+        return;
+    bool purged[SM_OPT_MAX_BLOCKS];
+    for (unsigned i = 0; i < w->purge_count; i++) {
+        /* Busy slots keep ptr and size: only their purger changes them. */
+        sm_mctx_t c = sm_mctx_block(w->purge[i]->ptr, w->purge[i]->size, SM_OPT_PURGE_LAZY ? 0 : SM_F_ZERO);
+        purged[i] = SM_NEXT_FN(purge)(&c);
+    }
+    SM_SYNC_FN(lock)(&SM_FN(obj).lock);
+    for (unsigned i = 0; i < w->purge_count; i++)
+        /* A block that could not be purged stays dirty; it is returned at 2x decay like the rest. */
+        w->purge[i]->state = purged[i] ? SM_FN(s_purged) : SM_FN(s_dirty);
+    /* Purged or not, they go back to the next layer at 2x decay; a failed purge is not retried. */
+    uint64_t next = __atomic_load_n(&SM_FN(obj).next_deadline, __ATOMIC_RELAXED);
+    for (unsigned i = 0; i < w->purge_count; i++) {
+        uint64_t due = w->purge[i]->since_ms + 2 * (uint64_t)SM_OPT_DECAY_MS;
+        if (due < next)
+            next = due;
+    }
+    __atomic_store_n(&SM_FN(obj).next_deadline, next, __ATOMIC_RELAXED);
+    SM_SYNC_FN(unlock)(&SM_FN(obj).lock);
+}
+
+/* Cheap check on the slow paths: one load, and the vDSO clock when something is cached. */
+SM_INLINE bool SM_FN(due)(uint64_t now)
+{
+    return now >= __atomic_load_n(&SM_FN(obj).next_deadline, __ATOMIC_RELAXED);
+}
+
+SM_SLOWPATH void SM_FN(decay)(uint64_t now)
+{
+    struct SM_FN(chores) w;
+    w.purge_count = w.return_count = 0;
+    SM_SYNC_FN(lock)(&SM_FN(obj).lock);
+    SM_FN(collect_due_locked)(now, &w);
+    SM_SYNC_FN(unlock)(&SM_FN(obj).lock);
+    SM_FN(do_chores)(&w);
+}
+
+/* Find and take a cached block for c; false on a miss. */
+SM_SLOWPATH bool SM_FN(take)(sm_mctx_t *c)
+{
+    uint64_t now = SM_FN(now_ms)();
+    if (SM_FN(due)(now))
+        SM_FN(decay)(now);
+    if (!__atomic_load_n(&SM_FN(obj).blocks, __ATOMIC_RELAXED))
+        return false;
+    size_t need = c->size, align = c->align < SM_MIN_ALIGN ? SM_MIN_ALIGN : c->align;
+    size_t waste_ok = need / 100 * (SM_OPT_MAX_WASTE) + need % 100 * (SM_OPT_MAX_WASTE) / 100;
+    SM_SYNC_FN(lock)(&SM_FN(obj).lock);
+    struct SM_FN(slot) *best = NULL;
+    for (unsigned i = 0; i < SM_OPT_MAX_BLOCKS; i++) {
+        struct SM_FN(slot) *s = &SM_FN(obj).slots[i];
+        if ((s->state != SM_FN(s_dirty) && s->state != SM_FN(s_purged)) || s->size < need ||
+            !sm_ptr_aligned(s->ptr, align))
+            continue;
+        /* Best fit; among equal sizes prefer a dirty block (no faults), then the most recent. */
+        if (!best || s->size < best->size ||
+            (s->size == best->size && (s->state < best->state ||
+                                       (s->state == best->state && s->since_ms > best->since_ms))))
+            best = s;
+    }
+    if (!best) {
+        SM_SYNC_FN(unlock)(&SM_FN(obj).lock);
+        return false;
+    }
+    char *p = best->ptr;
+    size_t size = best->size;
+    bool zero = best->state == SM_FN(s_purged) && !SM_OPT_PURGE_LAZY;
+    SM_FN(set_blocks_locked)(SM_FN(obj).blocks - 1);
+    SM_FN(obj).bytes -= size;
+    best->ptr = NULL, best->size = 0, best->state = SM_FN(s_empty);
+    SM_SYNC_FN(unlock)(&SM_FN(obj).lock);
+    c->ptr = p;
+    /* Too large: cut it to the request (the next layer unmaps the tail), so a small request does not
+     * pin a huge block's pages. If the next layer cannot, the whole block is still a valid answer. */
+    if (size - need > waste_ok)
+        (void)SM_NEXT_FN(resize)(c, need);
+    c->flags = zero ? c->flags | SM_F_FRESH : c->flags & ~(unsigned)SM_F_FRESH;
+    return true;
+}
+
+/* Give every cached block that is not busy back to the next layer; false if there was none.
+ * Called when the next layer is out of memory; also for malloc_trim-like requests and tests. */
+SM_SLOWPATH bool SM_FN(flush)(void)
+{
+    if (!__atomic_load_n(&SM_FN(obj).blocks, __ATOMIC_RELAXED))
+        return false;
+    struct SM_FN(chores) w;
+    w.purge_count = w.return_count = 0;
+    SM_SYNC_FN(lock)(&SM_FN(obj).lock);
+    for (unsigned i = 0; i < SM_OPT_MAX_BLOCKS; i++) {
+        struct SM_FN(slot) *s = &SM_FN(obj).slots[i];
+        if (s->state == SM_FN(s_dirty) || s->state == SM_FN(s_purged))
+            SM_FN(evict_locked)(s, &w);
+    }
+    SM_SYNC_FN(unlock)(&SM_FN(obj).lock);
+    SM_FN(do_chores)(&w);
+    return w.return_count != 0;
+}
+
+SM_INLINE void *SM_FN(alloc)(sm_mctx_t *c)
+{
+    if (c->size >= (size_t)(SM_OPT_MIN_CACHED) && SM_FN(take)(c))
+        return c->ptr;
+    for (;;) { /* one pass-down call site, retried after the cache is handed back */
+        void *p = SM_NEXT_FN(alloc)(c);
+        if (sm_likely(p != NULL) || !SM_FN(flush)())
+            return p;
+    }
+}
+
+/* Keep the block c->ptr of `size` bytes; false if it must go down instead. */
+SM_SLOWPATH bool SM_FN(keep)(sm_mctx_t *c, size_t size)
+{
+    uint64_t now = SM_FN(now_ms)();
+    struct SM_FN(chores) w;
+    w.purge_count = w.return_count = 0;
+    bool twice = false, kept = false;
+    SM_SYNC_FN(lock)(&SM_FN(obj).lock);
+    struct SM_FN(slot) *free_slot = NULL;
+    for (unsigned i = 0; i < SM_OPT_MAX_BLOCKS; i++) {
+        struct SM_FN(slot) *s = &SM_FN(obj).slots[i];
+        if (s->ptr == c->ptr && s->state != SM_FN(s_empty)) {
+            twice = true;
+            break;
+        }
+        if (s->state == SM_FN(s_empty) && !free_slot)
+            free_slot = s;
+    }
+    if (!twice) {
+        /* Over a bound: return the oldest blocks first (purging would keep their address space). */
+        while (SM_FN(obj).blocks && (!free_slot || SM_FN(obj).bytes + size > (size_t)(SM_OPT_MAX_BYTES))) {
+            struct SM_FN(slot) *oldest = NULL;
+            for (unsigned i = 0; i < SM_OPT_MAX_BLOCKS; i++) {
+                struct SM_FN(slot) *s = &SM_FN(obj).slots[i];
+                if ((s->state == SM_FN(s_dirty) || s->state == SM_FN(s_purged)) &&
+                    (!oldest || s->since_ms < oldest->since_ms))
+                    oldest = s;
+            }
+            if (!oldest)
+                break; /* only busy blocks left */
+            SM_FN(evict_locked)(oldest, &w);
+            if (!free_slot)
+                free_slot = oldest;
+        }
+        if (free_slot && SM_FN(obj).bytes + size <= (size_t)(SM_OPT_MAX_BYTES)) {
+            free_slot->ptr = (char *)c->ptr;
+            free_slot->size = size;
+            free_slot->since_ms = now;
+            free_slot->state = SM_FN(s_dirty);
+            SM_FN(set_blocks_locked)(SM_FN(obj).blocks + 1);
+            SM_FN(obj).bytes += size;
+            kept = true;
+            if (now + SM_OPT_DECAY_MS < SM_FN(obj).next_deadline)
+                __atomic_store_n(&SM_FN(obj).next_deadline, now + SM_OPT_DECAY_MS, __ATOMIC_RELAXED);
+        }
+        if (SM_FN(due)(now))
+            SM_FN(collect_due_locked)(now, &w);
+    }
+    SM_SYNC_FN(unlock)(&SM_FN(obj).lock);
+    SM_FN(do_chores)(&w);
+    if (twice) {
+        SM_ERR_FN(raise)(SM_ERR_DOUBLE_FREE, SM_LAYER_NAME, c->ptr, "block already freed (held in the decay cache)");
+        return true; /* ignored: the cached copy stays */
+    }
+    return kept;
+}
+
+/* Decay runs on frees of small blocks too, while anything is cached. */
+SM_SLOWPATH void SM_FN(tick)(void)
+{
+    uint64_t now = SM_FN(now_ms)();
+    if (SM_FN(due)(now))
+        SM_FN(decay)(now);
+}
+
+SM_INLINE void SM_FN(free)(sm_mctx_t *c)
+{
+    sm_mctx_t m = *c;
+    if (SM_NEXT_FN(getmeta)(&m) && m.usable >= (size_t)(SM_OPT_MIN_CACHED) &&
+        (!(c->flags & SM_F_SIZED) || c->size <= m.usable) && m.usable <= (size_t)(SM_OPT_MAX_BYTES)) {
+        if (SM_FN(keep)(c, m.usable))
+            return;
+    } else if (__atomic_load_n(&SM_FN(obj).blocks, __ATOMIC_RELAXED)) {
+        SM_FN(tick)();
+    }
+    SM_NEXT_FN(free)(c);
+}
+
+SM_SLOWPATH bool SM_FN(is_cached)(const void *p)
+{
+    bool found = false;
+    SM_SYNC_FN(lock)(&SM_FN(obj).lock);
+    for (unsigned i = 0; i < SM_OPT_MAX_BLOCKS && !found; i++)
+        found = SM_FN(obj).slots[i].ptr == p && SM_FN(obj).slots[i].state != SM_FN(s_empty);
+    SM_SYNC_FN(unlock)(&SM_FN(obj).lock);
+    return found;
+}
+
+/* A cached block is free, so nobody owns it: false, like any free block. Checked only for blocks
+ * large enough to be cached and only while the cache holds something, so other lookups pay one load. */
+SM_INLINE bool SM_FN(getmeta)(sm_mctx_t *c)
+{
+    if (!SM_NEXT_FN(getmeta)(c))
+        return false;
+    if (c->usable >= (size_t)(SM_OPT_MIN_CACHED) && __atomic_load_n(&SM_FN(obj).blocks, __ATOMIC_RELAXED) &&
+        SM_FN(is_cached)(c->ptr)) {
+        c->usable = 0, c->owner = NULL;
+        return false;
+    }
+    return true;
+}
+
+SM_INLINE bool SM_FN(resize)(sm_mctx_t *c, size_t n) { return SM_NEXT_FN(resize)(c, n); }
+SM_INLINE void SM_FN(thread_exit)(void) { SM_NEXT_FN(thread_exit)(); }
+
+SM_INLINE void SM_FN(fork_prepare)(void)
+{
+    SM_SYNC_FN(lock)(&SM_FN(obj).lock);
+    SM_NEXT_FN(fork_prepare)();
+}
+SM_INLINE void SM_FN(fork_parent)(void)
+{
+    SM_SYNC_FN(unlock)(&SM_FN(obj).lock);
+    SM_NEXT_FN(fork_parent)();
+}
+/* A block busy in another thread at fork stays busy in the child (never reused, never returned):
+ * its memory is lost to the child, which is safe; that thread no longer exists there to finish. */
+SM_INLINE void SM_FN(fork_child)(void)
+{
+    SM_SYNC_FN(reinit)(&SM_FN(obj).lock);
+    SM_NEXT_FN(fork_child)();
+}
+
+#undef SM_OPT_MIN_CACHED
+#undef SM_OPT_MAX_WASTE
+#undef SM_OPT_DECAY_MS
+#undef SM_OPT_PURGE_LAZY
+#undef SM_OPT_MAX_BLOCKS
+#undef SM_OPT_MAX_BYTES
+#include "../../core/layer_end.h"

@@ -1,0 +1,500 @@
+/* Unit test of the decay_cache add-on layer, over the real mmap_heap (through a counting layer, so
+ * the test sees every map, unmap and purge) and over fake_next (out of memory). Ends with the
+ * malloc-large loop (blocks of 5-25 MiB replaced at random, every page touched) timed on this
+ * layer, on plain mmap_heap and on the C library's malloc: its page faults are what the layer is for.
+ * DECAY_LARGE_ITERS sets the loop's length (default 300; the report used 2000). */
+#include <pthread.h>
+#include <sys/mman.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+#include "tests/support/check.h"
+#include <sunmao/policies/err/callback.h>
+#include <sunmao/policies/sync/mutex.h>
+
+/* mmap_heap, seen through a layer that counts what reaches it. */
+#define SM_LAYER mm
+#define SM_ERR callback
+#include <sunmao/os/mmap_heap.h>
+
+/* frees counts only blocks the decay cache could have kept, so the small blocks poke() frees do not. */
+static struct { unsigned long allocs, frees, purges; } counts;
+enum { cnt_thread_safe = 1, cnt_min_align = mm_min_align, cnt_zeroed = mm_zeroed };
+static inline int cnt_create(void) { return mm_create(); }
+static inline void *cnt_alloc(sm_mctx_t *c)
+{
+    __atomic_fetch_add(&counts.allocs, 1, __ATOMIC_RELAXED);
+    return mm_alloc(c);
+}
+static inline void cnt_free(sm_mctx_t *c)
+{
+    sm_mctx_t m = *c;
+    if (mm_getmeta(&m) && m.usable >= ((size_t)64 << 10))
+        __atomic_fetch_add(&counts.frees, 1, __ATOMIC_RELAXED);
+    mm_free(c);
+}
+static inline bool cnt_purge(sm_mctx_t *c)
+{
+    __atomic_fetch_add(&counts.purges, 1, __ATOMIC_RELAXED);
+    return mm_purge(c);
+}
+static inline bool cnt_getmeta(sm_mctx_t *c) { return mm_getmeta(c); }
+static inline bool cnt_resize(sm_mctx_t *c, size_t n) { return mm_resize(c, n); }
+static inline void cnt_thread_exit(void) { mm_thread_exit(); }
+static inline void cnt_fork_prepare(void) { mm_fork_prepare(); }
+static inline void cnt_fork_parent(void) { mm_fork_parent(); }
+static inline void cnt_fork_child(void) { mm_fork_child(); }
+
+/* The instance under test: short decay so the test waits milliseconds, small bounds to hit them. */
+#define SM_LAYER dc
+#define SM_NEXT cnt
+#define SM_SYNC mutex
+#define SM_ERR callback
+#define SM_OPT_DECAY_MS 50
+#define SM_OPT_MAX_BLOCKS 8
+#define SM_OPT_MAX_BYTES ((size_t)96 << 20)
+#include <sunmao/layers/addon/decay_cache.h>
+
+/* Lazy purging (MADV_FREE): purged blocks are not promised to read as zero. */
+#define SM_LAYER dl
+#define SM_NEXT cnt
+#define SM_SYNC mutex
+#define SM_ERR callback
+#define SM_OPT_DECAY_MS 50
+#define SM_OPT_PURGE_LAZY 1
+#include <sunmao/layers/addon/decay_cache.h>
+
+/* Defaults, over a mmap_heap of its own: what libsunmao composes. */
+#define SM_LAYER mb
+#define SM_ERR callback
+#include <sunmao/os/mmap_heap.h>
+#define SM_LAYER dd
+#define SM_NEXT mb
+#define SM_SYNC mutex
+#define SM_ERR callback
+#include <sunmao/layers/addon/decay_cache.h>
+
+/* fake_next with the purge the layer needs (the fake's memory is not the OS's: zero it). */
+#define SM_LAYER fk
+#include "tests/support/fake_next.h"
+static inline bool fk_purge(sm_mctx_t *c)
+{
+    if (c->flags & SM_F_ZERO)
+        memset(c->ptr, 0, c->size);
+    return true;
+}
+#define SM_LAYER df
+#define SM_NEXT fk
+#define SM_SYNC mutex
+#define SM_ERR callback
+#include <sunmao/layers/addon/decay_cache.h>
+
+_Static_assert(dc_thread_safe && !dc_zeroed && (int)dc_min_align == (int)mm_min_align, "decay_cache properties");
+
+#define MiB ((size_t)1 << 20)
+
+static int errors[SM_ERR_KIND_COUNT];
+static void on_error(sm_err_kind_t kind, const char *layer, const void *ptr, const char *detail)
+{
+    (void)layer, (void)ptr, (void)detail;
+    __atomic_fetch_add(&errors[kind], 1, __ATOMIC_RELAXED);
+}
+
+#define ALLOC(inst, sz, al) ({ sm_mctx_t c_ = sm_mctx_alloc((sz), (al), 0); inst##_alloc(&c_); c_; })
+#define FREE(inst, p) do { sm_mctx_t f_ = sm_mctx_block((p), 0, 0); inst##_free(&f_); } while (0)
+
+static bool is_mapped(void *p, size_t len) { return msync(p, len, MS_ASYNC) == 0; }
+static bool unmapped(void *p) { return msync(p, 4096, MS_ASYNC) != 0 && errno == ENOMEM; }
+static size_t resident_pages(void *p, size_t len)
+{
+    size_t page = sm_os_page_size(), n = (len + page - 1) / page, r = 0;
+    unsigned char vec[4096];
+    for (size_t done = 0; done < n; done += sizeof vec) {
+        size_t k = n - done < sizeof vec ? n - done : sizeof vec;
+        if (mincore((char *)p + done * page, k * page, vec) != 0)
+            return SIZE_MAX;
+        for (size_t i = 0; i < k; i++)
+            r += vec[i] & 1;
+    }
+    return r;
+}
+static void sleep_ms(long ms)
+{
+    struct timespec t = { ms / 1000, (ms % 1000) * 1000000L };
+    while (nanosleep(&t, &t) != 0 && errno == EINTR) {}
+}
+/* Decay runs on the layer's own calls: a free of a small block is one. */
+static void poke(void)
+{
+    sm_mctx_t c = ALLOC(dc, 4096, 16);
+    FREE(dc, c.ptr);
+}
+/* One word per page, so multi-megabyte blocks are checked without writing every byte. */
+static void fill_pages(void *p, size_t n, unsigned seed)
+{
+    for (size_t off = 0; off + sizeof(size_t) <= n; off += 4096)
+        *(size_t *)((char *)p + off) = ((size_t)p + off) ^ seed;
+}
+static bool pages_ok(void *p, size_t n, unsigned seed)
+{
+    for (size_t off = 0; off + sizeof(size_t) <= n; off += 4096)
+        if (*(size_t *)((char *)p + off) != (((size_t)p + off) ^ seed))
+            return false;
+    return true;
+}
+static bool all_zero(const unsigned char *p, size_t n)
+{
+    for (size_t i = 0; i < n; i += 509)
+        if (p[i])
+            return false;
+    return p[n - 1] == 0;
+}
+static void start_clean(void)
+{
+    dc_flush();
+    dl_flush();
+    memset(errors, 0, sizeof errors);
+}
+
+static void freed_block_is_reused_without_a_new_mapping(void)
+{
+    start_clean();
+    sm_mctx_t a = ALLOC(dc, 20 * MiB, 16);
+    CHECK(a.ptr && (a.flags & SM_F_FRESH));
+    check_fill(a.ptr, 20 * MiB, 1);
+    FREE(dc, a.ptr);
+    CHECK(is_mapped(a.ptr, 20 * MiB) && resident_pages(a.ptr, 20 * MiB) > 0);
+    unsigned long allocs = counts.allocs, frees = counts.frees;
+    sm_mctx_t b = ALLOC(dc, 16 * MiB, 16);
+    CHECK(b.ptr == a.ptr && counts.allocs == allocs && counts.frees == frees);
+    CHECK(!(b.flags & SM_F_FRESH)); /* dirty: still holds the old pattern */
+    CHECK(check_verify(b.ptr, 16 * MiB, 1));
+    check_fill(b.ptr, 16 * MiB, 2);
+    CHECK(check_verify(b.ptr, 16 * MiB, 2));
+    sm_mctx_t m = sm_mctx_block(b.ptr, 0, 0);
+    CHECK(dc_getmeta(&m) && m.usable == 20 * MiB); /* 25% waste allowed: kept whole */
+    FREE(dc, b.ptr);
+    CHECK(counts.frees == frees);
+}
+
+static void too_large_block_is_shrunk(void)
+{
+    start_clean();
+    sm_mctx_t a = ALLOC(dc, 40 * MiB, 16);
+    fill_pages(a.ptr, 40 * MiB, 3);
+    FREE(dc, a.ptr);
+    unsigned long allocs = counts.allocs;
+    sm_mctx_t b = ALLOC(dc, 8 * MiB, 16);
+    CHECK(b.ptr == a.ptr && counts.allocs == allocs);
+    sm_mctx_t m = sm_mctx_block(b.ptr, 0, 0);
+    CHECK(dc_getmeta(&m) && m.usable == 8 * MiB);
+    CHECK(unmapped((char *)b.ptr + 8 * MiB) && pages_ok(b.ptr, 8 * MiB, 3));
+    FREE(dc, b.ptr);
+}
+
+static void idle_blocks_are_purged_then_returned(void)
+{
+    start_clean();
+    size_t n = 8 * MiB;
+    sm_mctx_t a = ALLOC(dc, n, 16);
+    memset(a.ptr, 0x77, n);
+    unsigned long purges = counts.purges, frees = counts.frees;
+    FREE(dc, a.ptr);
+    poke();
+    CHECK(counts.purges == purges && resident_pages(a.ptr, n) == n / sm_os_page_size());
+    sleep_ms(80);
+    poke();
+    CHECKF(counts.purges == purges + 1, "%lu purges", counts.purges - purges);
+    CHECK(is_mapped(a.ptr, n) && counts.frees == frees);
+    CHECKF(resident_pages(a.ptr, n) == 0, "%zu pages resident after purge", resident_pages(a.ptr, n));
+    sleep_ms(60);
+    poke();
+    CHECK(counts.frees == frees + 1 && unmapped(a.ptr));
+    CHECK(dc_obj.blocks == 0 && dc_obj.bytes == 0);
+}
+
+static void purged_block_comes_back_fresh_and_zero(void)
+{
+    start_clean();
+    size_t n = 6 * MiB;
+    sm_mctx_t a = ALLOC(dc, n, 16);
+    memset(a.ptr, 0x5a, n);
+    FREE(dc, a.ptr);
+    sleep_ms(80);
+    poke();
+    sm_mctx_t b = ALLOC(dc, n, 16);
+    CHECK(b.ptr == a.ptr && (b.flags & SM_F_FRESH) && all_zero(b.ptr, n));
+    FREE(dc, b.ptr);
+
+    /* Lazily purged: reused, but not promised zero. */
+    unsigned long purges = counts.purges;
+    sm_mctx_t l = ALLOC(dl, n, 16);
+    memset(l.ptr, 0x5a, n);
+    FREE(dl, l.ptr);
+    sleep_ms(80);
+    sm_mctx_t k = ALLOC(dl, n, 16); /* the miss path runs the decay first */
+    CHECK(counts.purges == purges + 1);
+    CHECK(k.ptr == l.ptr && !(k.flags & SM_F_FRESH));
+    FREE(dl, k.ptr);
+}
+
+static void bounds_on_blocks_and_bytes_hold(void)
+{
+    start_clean();
+    enum { N = 10 };
+    void *p[N];
+    unsigned long frees = counts.frees;
+    for (int i = 0; i < N; i++)
+        p[i] = ALLOC(dc, MiB, 16).ptr;
+    for (int i = 0; i < N; i++) {
+        FREE(dc, p[i]);
+        sleep_ms(i < 3 ? 5 : 0); /* distinct stamps for the oldest (the clock is coarse) */
+    }
+    CHECK(dc_obj.blocks == 8 && counts.frees == frees + 2);
+    CHECK(unmapped(p[0]) && unmapped(p[1]) && is_mapped(p[2], MiB)); /* oldest first */
+
+    start_clean();
+    void *q[5];
+    frees = counts.frees;
+    for (int i = 0; i < 5; i++)
+        q[i] = ALLOC(dc, 30 * MiB, 16).ptr;
+    for (int i = 0; i < 5; i++) {
+        FREE(dc, q[i]);
+        sleep_ms(5);
+        CHECK(dc_obj.bytes <= 96 * MiB);
+    }
+    CHECK(dc_obj.blocks == 3 && counts.frees == frees + 2 && unmapped(q[0]) && unmapped(q[1]));
+
+    /* A block larger than the whole cache goes straight down. */
+    frees = counts.frees;
+    sm_mctx_t big = ALLOC(dc, 100 * MiB, 16);
+    FREE(dc, big.ptr);
+    CHECK(counts.frees == frees + 1 && dc_obj.blocks == 3);
+    start_clean();
+}
+
+static void double_free_is_reported_once(void)
+{
+    start_clean();
+    sm_mctx_t a = ALLOC(dc, MiB, 16);
+    FREE(dc, a.ptr);
+    sm_mctx_t m = sm_mctx_block(a.ptr, 0, 0);
+    CHECK(!dc_getmeta(&m)); /* a cached block is free: nobody owns it */
+    FREE(dc, a.ptr);
+    CHECK(errors[SM_ERR_DOUBLE_FREE] == 1 && errors[SM_ERR_INVALID_FREE] == 0);
+    sm_mctx_t b = ALLOC(dc, MiB, 16), c = ALLOC(dc, MiB, 16);
+    CHECK(b.ptr == a.ptr && c.ptr != a.ptr); /* the second free did not cache it twice */
+    m = sm_mctx_block(b.ptr, 0, 0);
+    CHECK(dc_getmeta(&m) && m.usable == MiB);
+    FREE(dc, b.ptr);
+    FREE(dc, c.ptr);
+    int on_stack;
+    FREE(dc, &on_stack); /* foreign: passed down, mmap_heap reports it */
+    CHECK(errors[SM_ERR_INVALID_FREE] == 1 && errors[SM_ERR_DOUBLE_FREE] == 1);
+    start_clean();
+}
+
+static void alignment_is_honoured(void)
+{
+    start_clean();
+    static const size_t aligns[] = { 16, 4096, 65536, MiB, 4 * MiB };
+    unsigned long allocs = counts.allocs;
+    for (int round = 0; round < 3; round++)
+        for (size_t j = 0; j < sizeof aligns / sizeof *aligns; j++) {
+            sm_mctx_t c = ALLOC(dc, 4 * MiB, aligns[j]);
+            CHECKF(c.ptr && sm_ptr_aligned(c.ptr, aligns[j]), "align %zu -> %p", aligns[j], c.ptr);
+            fill_pages(c.ptr, 4 * MiB, 5);
+            FREE(dc, c.ptr);
+        }
+    CHECKF(counts.allocs - allocs < 15, "%lu of 15 requests mapped", counts.allocs - allocs);
+    start_clean();
+}
+
+static void out_of_memory_hands_the_cache_back(void)
+{
+    fk_obj.limit_bytes = 4 * MiB;
+    sm_mctx_t a = ALLOC(df, 2 * MiB, 16);
+    CHECK(a.ptr);
+    FREE(df, a.ptr);
+    CHECK(fk_obj.frees == 0 && df_obj.blocks == 1);
+    sm_mctx_t b = ALLOC(df, 3 * MiB, 16); /* misses; the fake refuses until the cache is returned */
+    CHECK(b.ptr && fk_obj.frees == 1 && df_obj.blocks == 0);
+    errno = 0;
+    sm_mctx_t c = ALLOC(df, 8 * MiB, 16);
+    CHECK(!c.ptr && errno == ENOMEM);
+    FREE(df, b.ptr);
+    df_flush();
+    CHECK(fk_obj.live_blocks == 0 && fk_obj.bad_frees == 0);
+    fk_obj.limit_bytes = 0;
+}
+
+enum { THREADS = 4, LIVE = 4, ROUNDS = 250 };
+static void *hammer(void *arg)
+{
+    unsigned seed = (unsigned)(uintptr_t)arg * 2654435761u + 1;
+    void *p[LIVE] = { 0 };
+    size_t n[LIVE] = { 0 };
+    long bad = 0;
+    for (int r = 0; r < ROUNDS; r++) {
+        seed = seed * 1103515245u + 12345u;
+        int k = (int)((seed >> 16) % LIVE);
+        if (p[k]) {
+            bad += !pages_ok(p[k], n[k], (unsigned)k + 100 * (unsigned)(uintptr_t)arg);
+            FREE(dc, p[k]);
+            p[k] = NULL;
+        }
+        n[k] = MiB + (seed >> 3) % (5 * MiB);
+        sm_mctx_t c = ALLOC(dc, n[k], (seed & 1) ? 16 : 2 * MiB);
+        if (!c.ptr)
+            return (void *)-1L;
+        p[k] = c.ptr;
+        fill_pages(p[k], n[k], (unsigned)k + 100 * (unsigned)(uintptr_t)arg);
+    }
+    for (int k = 0; k < LIVE; k++)
+        if (p[k]) {
+            bad += !pages_ok(p[k], n[k], (unsigned)k + 100 * (unsigned)(uintptr_t)arg);
+            FREE(dc, p[k]);
+        }
+    return (void *)bad;
+}
+
+static void threads_share_the_cache(void)
+{
+    start_clean();
+    pthread_t t[THREADS];
+    for (long i = 0; i < THREADS; i++)
+        pthread_create(&t[i], NULL, hammer, (void *)i);
+    for (int i = 0; i < THREADS; i++) {
+        void *r;
+        pthread_join(t[i], &r);
+        CHECKF(r == NULL, "thread %d: %ld corrupted blocks or OOM", i, (long)r);
+    }
+    CHECK(errors[SM_ERR_INVALID_FREE] == 0 && errors[SM_ERR_DOUBLE_FREE] == 0);
+    CHECK(dc_obj.blocks <= 8 && dc_obj.bytes <= 96 * MiB);
+    start_clean();
+}
+
+static void fork_hooks_leave_both_sides_usable(void)
+{
+    start_clean();
+    sm_mctx_t a = ALLOC(dc, 2 * MiB, 16);
+    FREE(dc, a.ptr);
+    dc_fork_prepare();
+    pid_t pid = fork();
+    if (pid == 0) {
+        dc_fork_child();
+        sm_mctx_t c = ALLOC(dc, 2 * MiB, 16);
+        _exit(c.ptr == a.ptr ? 0 : 1);
+    }
+    dc_fork_parent();
+    int status = -1;
+    waitpid(pid, &status, 0);
+    CHECK(pid > 0 && WIFEXITED(status) && WEXITSTATUS(status) == 0);
+    sm_mctx_t b = ALLOC(dc, 2 * MiB, 16);
+    CHECK(b.ptr == a.ptr);
+    FREE(dc, b.ptr);
+    start_clean();
+}
+
+/* The malloc-large shape: 20 slots, each iteration replaces a random one with a new block of
+ * 5-25 MiB (allocated before the old one is freed, as `buf[i] = make_unique<char[]>(n)` does) and
+ * writes every page of it. Returns seconds; *faults gets the minor page faults taken. */
+typedef void *large_alloc_fn(size_t);
+typedef void large_free_fn(void *);
+static void *dd_malloc(size_t n) { return ALLOC(dd, n, 16).ptr; }
+static void *mb_malloc(size_t n) { return ALLOC(mb, n, 16).ptr; }
+SM_UNUSED static void libc_free(void *p) { free(p); }
+
+static size_t rss_bytes(void)
+{
+    FILE *f = fopen("/proc/self/statm", "r");
+    unsigned long size = 0, resident = 0;
+    if (f) {
+        if (fscanf(f, "%lu %lu", &size, &resident) != 2)
+            resident = 0;
+        fclose(f);
+    }
+    return resident * (size_t)sysconf(_SC_PAGESIZE);
+}
+
+/* *rss gets the resident memory the loop added, measured before its last blocks are freed. */
+static double large_loop(large_alloc_fn *alloc, large_free_fn *release, int iterations, long *faults, size_t *rss,
+                         bool *ok)
+{
+    size_t rss0 = rss_bytes();
+    enum { SLOTS = 20 };
+    void *slot[SLOTS] = { 0 };
+    unsigned seed = 42;
+    struct rusage r0, r1;
+    struct timespec t0, t1;
+    getrusage(RUSAGE_SELF, &r0);
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    *ok = true;
+    for (int i = 0; i < iterations; i++) {
+        seed = seed * 1103515245u + 12345u;
+        int k = (int)((seed >> 16) % SLOTS);
+        seed = seed * 1103515245u + 12345u;
+        size_t n = 5 * MiB + (size_t)(seed >> 4) % (20 * MiB + 1);
+        char *p = (char *)alloc(n);
+        if (!p) {
+            *ok = false;
+            break;
+        }
+        for (size_t off = 0; off < n; off += 4096)
+            p[off] = (char)off;
+        release(slot[k]);
+        slot[k] = p;
+    }
+    *rss = rss_bytes() - rss0;
+    for (int k = 0; k < SLOTS; k++)
+        release(slot[k]);
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    getrusage(RUSAGE_SELF, &r1);
+    *faults = r1.ru_minflt - r0.ru_minflt;
+    return (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) / 1e9;
+}
+static void dd_release(void *p) { if (p) FREE(dd, p); }
+static void mb_release(void *p) { if (p) FREE(mb, p); }
+
+static void large_blocks_do_not_thrash(void)
+{
+    const char *env = getenv("DECAY_LARGE_ITERS");
+    int iters = env ? atoi(env) : 300;
+    long f_dd, f_mb, f_libc = 0;
+    size_t r_dd, r_mb, r_libc = 0;
+    bool ok1, ok2, ok3 = true;
+    double t_dd = large_loop(dd_malloc, dd_release, iters, &f_dd, &r_dd, &ok1);
+    dd_flush(); /* so the loops after it start from the same state */
+    double t_mb = large_loop(mb_malloc, mb_release, iters, &f_mb, &r_mb, &ok2);
+    double t_libc = 0;
+#if !defined(__SANITIZE_ADDRESS__) /* ASan's malloc is not the C library's */
+    t_libc = large_loop(malloc, libc_free, iters, &f_libc, &r_libc, &ok3);
+#endif
+    CHECK(ok1 && ok2 && ok3);
+    printf("# malloc-large %d iterations (time, minor faults, RSS at the end):\n"
+           "#   decay_cache %.3f s %8ld faults %4zu MiB\n#   mmap_heap   %.3f s %8ld faults %4zu MiB\n"
+           "#   libc        %.3f s %8ld faults %4zu MiB\n",
+           iters, t_dd, f_dd, r_dd >> 20, t_mb, f_mb, r_mb >> 20, t_libc, f_libc, r_libc >> 20);
+    CHECKF(f_dd * 4 < f_mb, "decay_cache %ld faults, plain mmap_heap %ld", f_dd, f_mb);
+    dd_flush();
+}
+
+int main(void)
+{
+    check_begin("decay_cache");
+    sm_err_callback_set(on_error);
+    CHECK(dc_create() == 0 && dl_create() == 0 && dd_create() == 0 && df_create() == 0);
+    RUN_CASE(freed_block_is_reused_without_a_new_mapping);
+    RUN_CASE(too_large_block_is_shrunk);
+    RUN_CASE(idle_blocks_are_purged_then_returned);
+    RUN_CASE(purged_block_comes_back_fresh_and_zero);
+    RUN_CASE(bounds_on_blocks_and_bytes_hold);
+    RUN_CASE(double_free_is_reported_once);
+    RUN_CASE(alignment_is_honoured);
+    RUN_CASE(out_of_memory_hands_the_cache_back);
+    RUN_CASE(threads_share_the_cache);
+    RUN_CASE(fork_hooks_leave_both_sides_usable);
+    RUN_CASE(large_blocks_do_not_thrash);
+    return check_end();
+}

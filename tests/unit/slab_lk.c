@@ -543,6 +543,129 @@ static void stress(const inst_t *t)
 static void stress_mutex(void) { stress(&sl_mx_inst); }
 static void stress_spinlock(void) { stress(&sl_sp_inst); }
 
+/* ---- batch interface (for a thread cache above) ---- */
+
+/* alloc_batch: distinct, aligned objects of the right class, across several slabs (new slabs
+ * taken within the one call); partial results on OOM; refusals for what is not a class request. */
+static void batch_alloc(void)
+{
+    err_reset();
+    enum { N = 2500 }; /* 64 B objects: more than two 64 KiB slabs hold */
+    static void *objs[N];
+    sm_mctx_t c = sm_mctx_alloc(60, 0, 0);
+    unsigned long allocs = fk_sp_obj.allocs;
+    unsigned got = sl_sp_alloc_batch(&c, objs, N);
+    CHECKF(got == N, "got %u of %u", got, (unsigned)N);
+    CHECKF(fk_sp_obj.allocs - allocs >= 2, "no slab taken from the next layer");
+    for (unsigned i = 0; i < got; i++) {
+        size_t usable = 0;
+        const char *owner = "";
+        CHECKF(sl_sp_inst.getmeta(objs[i], &usable, &owner) && usable == 64 && !strcmp(owner, "sl_sp"),
+               "object %u: usable %zu owner %s", i, usable, owner);
+        CHECK(sm_ptr_aligned(objs[i], 16));
+        check_fill(objs[i], 64, i);
+    }
+    /* distinct and non-overlapping */
+    live_t *v = calloc(got, sizeof *v);
+    for (unsigned i = 0; i < got; i++)
+        v[i] = (live_t){ objs[i], 64, 64 };
+    qsort(v, got, sizeof *v, by_address);
+    for (unsigned i = 1; i < got; i++)
+        CHECKF(v[i - 1].p + 64 <= v[i].p, "objects %p and %p overlap", (void *)v[i - 1].p, (void *)v[i].p);
+    free(v);
+    for (unsigned i = 0; i < got; i++)
+        CHECKF(check_verify(objs[i], 64, i), "object %u overwritten", i);
+    sl_sp_free_batch(objs, got);
+    CHECK(err_total() == 0 && fk_sp_obj.bad_frees == 0);
+
+    /* not a class request: refused with EINVAL, nothing taken */
+    errno = 0;
+    c = sm_mctx_alloc(64, 64, 0);
+    CHECK(sl_sp_alloc_batch(&c, objs, 4) == 0 && errno == EINVAL);
+    errno = 0;
+    c = sm_mctx_alloc(sl_sp_inst.max + 1, 0, 0);
+    CHECK(sl_sp_alloc_batch(&c, objs, 4) == 0 && errno == EINVAL);
+
+    /* out of memory: a partial batch, then 0 with ENOMEM; then recovery */
+    size_t limit_before = fk_oom_obj.limit_bytes;
+    fk_oom_obj.limit_bytes = fk_oom_obj.live_bytes + 65536 + 2 * SM_PAGEMAP_NODE_BYTES; /* a slab (and map nodes) */
+    c = sm_mctx_alloc(2048, 0, 0);
+    void *first = NULL;
+    if (sl_oom_alloc(&c)) /* make sure the map nodes exist, then give the object back */
+        first = c.ptr;
+    if (first) {
+        sm_mctx_t f = sm_mctx_block(first, 0, 0);
+        sl_oom_free(&f);
+    }
+    fk_oom_obj.limit_bytes = fk_oom_obj.live_bytes; /* the kept slab only */
+    c = sm_mctx_alloc(2048, 0, 0);
+    errno = 0;
+    got = sl_oom_alloc_batch(&c, objs, N);
+    CHECKF(got > 0 && got < N, "partial batch: got %u", got);
+    errno = 0;
+    CHECKF(sl_oom_alloc_batch(&c, objs + got, N - got) == 0 && errno == ENOMEM, "exhausted: errno %d", errno);
+    fk_oom_obj.limit_bytes = limit_before;
+    unsigned more = sl_oom_alloc_batch(&c, objs + got, 8);
+    CHECKF(more == 8, "after more memory: got %u", more);
+    sl_oom_free_batch(objs, got + more);
+    CHECK(err_total() == 0 && fk_oom_obj.bad_frees == 0);
+}
+
+/* free_batch: runs of one class, mixed classes, foreign blocks passed on, every block validated
+ * (double and interior frees reported once each and ignored), emptied slabs go back. */
+static void batch_free(void)
+{
+    err_reset();
+    const inst_t *t = &sl_tc_inst;
+    size_t base = t->fake_blocks_sized(t->slab);
+    enum { N = 3000 };
+    static void *objs[N + 8];
+    static const size_t sizes[] = { 16, 100, 256, 3000 };
+    unsigned n = 0;
+    for (unsigned round = 0; round < N / 4; round++)
+        for (unsigned k = 0; k < 4; k++) {
+            objs[n] = t->alloc(sizes[k], 0);
+            check_fill(objs[n], sizes[k], n);
+            n++;
+        }
+    /* a foreign block (served by the fake) in the middle */
+    void *big = t->alloc(t->max + 1, 0);
+    CHECK(big != NULL);
+    objs[n++] = big;
+    for (unsigned i = 0; i + 1 < n; i++)
+        CHECKF(check_verify(objs[i], sizes[i % 4], i), "object %u overwritten", i);
+    unsigned long fake_frees = t->fake_frees();
+    /* first half interleaved (runs of one), second half sorted by class (long runs) */
+    unsigned half = n / 2;
+    sl_tc_free_batch(objs, half);
+    static void *sorted[N + 8];
+    unsigned m = 0;
+    for (unsigned k = 0; k < 4; k++)
+        for (unsigned i = half; i < n; i++)
+            if (objs[i] == big ? k == 3 : i % 4 == k)
+                sorted[m++] = objs[i];
+    sl_tc_free_batch(sorted, m);
+    CHECKF(err_total() == 0, "%lu errors on valid frees", err_total());
+    CHECKF(t->fake_frees() > fake_frees, "the foreign block was not passed on");
+    CHECKF(t->fake_blocks_sized(t->slab) <= base + 4, "%zu slabs left, base %zu", t->fake_blocks_sized(t->slab),
+           base);
+    CHECK(t->fake_bad_frees() == 0);
+
+    /* invalid blocks inside a run: each reported once, the valid ones around them freed */
+    void *a = t->alloc(48, 0), *b = t->alloc(48, 0), *d = t->alloc(48, 0), *e = t->alloc(48, 0);
+    t->free(b);
+    void *bad[] = { a, b, (char *)d + 16, d, b, e };
+    err_reset();
+    sl_tc_free_batch(bad, 6);
+    CHECKF(err_counts[SM_ERR_DOUBLE_FREE] == 2 && err_counts[SM_ERR_INVALID_FREE] == 1 && err_total() == 3,
+           "double %lu invalid %lu", err_counts[SM_ERR_DOUBLE_FREE], err_counts[SM_ERR_INVALID_FREE]);
+    err_reset();
+    t->free(a); /* all four are free now: each of these is a double free */
+    t->free(d);
+    t->free(e);
+    CHECKF(err_counts[SM_ERR_DOUBLE_FREE] == 3, "a, d, e were not freed by the batch");
+}
+
 static void fork_hooks(void)
 {
     /* prepare takes every lock and the fake's; parent releases them all, so allocation works after */
@@ -569,6 +692,8 @@ int main(void)
     RUN_CASE(out_of_memory);
     RUN_CASE(stress_mutex);
     RUN_CASE(stress_spinlock);
+    RUN_CASE(batch_alloc);
+    RUN_CASE(batch_free);
     RUN_CASE(fork_hooks);
     return check_end();
 }

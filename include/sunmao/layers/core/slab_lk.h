@@ -12,6 +12,10 @@
  *   the small classes; a class gets a larger power of two when this one would hold fewer than 8
  *   objects. Slabs are requested from the next layer aligned to their size (buddy_glk does that).
  * Properties: thread_safe from the sync policy, min_align 16, zeroed 0.
+ * Beyond the contract (for a thread cache above, addon/thread_cache.h):
+ *   unsigned L_alloc_batch(sm_mctx_t *c, void **out, unsigned n)  up to n objects of c->size's class
+ *                                    under one acquisition of the class lock
+ *   void L_free_batch(void **blocks, unsigned n)  frees n blocks, runs of one class under one lock
  * @check: SM_LAYER=t <sunmao/policies/sync/spinlock.h> SM_SYNC=spinlock <sunmao/policies/sizeclass/tc.h> SM_SIZECLASS=tc <sunmao/policies/err/warn.h> SM_ERR=warn
  * @check-next: fake
  *
@@ -269,6 +273,55 @@ SM_SLOWPATH unsigned SM_FN(aligned_class)(size_t size, size_t align)
 
 SM_INLINE int SM_FN(create)(void) { return SM_NEXT_FN(create)(); }
 
+/* Takes the lowest free object of slab s, the head of class k's partial list. Class lock held. */
+SM_INLINE void *SM_FN(take_locked)(struct SM_FN(class) *k, struct SM_FN(slab) *s)
+{
+    if (sm_unlikely(s->nfree == s->nobjs))
+        k->empty_kept = false;
+    unsigned w = (unsigned)__builtin_ctzll(s->nonempty_words);
+    uint64_t bits = s->free_bits[w];
+    size_t idx = (size_t)w * 64 + (unsigned)__builtin_ctzll(bits);
+    bits &= bits - 1;
+    s->free_bits[w] = bits;
+    if (!bits)
+        s->nonempty_words &= ~((uint64_t)1 << w);
+    if (sm_unlikely(--s->nfree == 0)) { /* full: off the list (it is the head) */
+        k->partial = s->next;
+        if (s->next)
+            s->next->prev = NULL;
+    }
+    return s->objects + idx * s->size;
+}
+
+/* Marks object idx of slab s (class k) free. False if it already was (a double free: nothing
+ * changed). *release is set to the slab when it became empty and must go back to the next layer
+ * once the lock is dropped. Class lock held. */
+SM_INLINE bool SM_FN(put_locked)(struct SM_FN(class) *k, struct SM_FN(slab) *s, size_t idx,
+                                 struct SM_FN(slab) **release)
+{
+    uint64_t bit = (uint64_t)1 << (idx % 64);
+    uint64_t *word = &s->free_bits[idx / 64];
+    if (sm_unlikely(*word & bit))
+        return false;
+    *word |= bit;
+    s->nonempty_words |= (uint64_t)1 << (idx / 64);
+    uint32_t nfree = ++s->nfree;
+    if (nfree == 1) { /* was full: back on the partial list */
+        s->prev = NULL;
+        s->next = k->partial;
+        if (k->partial)
+            k->partial->prev = s;
+        k->partial = s;
+    }
+    if (sm_unlikely(nfree == s->nobjs)) {
+        if (k->empty_kept)
+            *release = SM_FN(retire)(k, s);
+        else
+            k->empty_kept = true;
+    }
+    return true;
+}
+
 SM_INLINE void *SM_FN(alloc)(sm_mctx_t *c)
 {
     if (!SM_FN(handles_size)(c->size))
@@ -289,22 +342,39 @@ SM_INLINE void *SM_FN(alloc)(sm_mctx_t *c)
         errno = ENOMEM;
         return c->ptr = NULL;
     }
-    if (sm_unlikely(s->nfree == s->nobjs))
-        k->empty_kept = false;
-    unsigned w = (unsigned)__builtin_ctzll(s->nonempty_words);
-    uint64_t bits = s->free_bits[w];
-    size_t idx = (size_t)w * 64 + (unsigned)__builtin_ctzll(bits);
-    bits &= bits - 1;
-    s->free_bits[w] = bits;
-    if (!bits)
-        s->nonempty_words &= ~((uint64_t)1 << w);
-    if (sm_unlikely(--s->nfree == 0)) { /* full: off the list (it is the head) */
-        k->partial = s->next;
-        if (s->next)
-            s->next->prev = NULL;
+    void *p = SM_FN(take_locked)(k, s);
+    SM_SYNC_FN(unlock)(&k->lock);
+    return c->ptr = p;
+}
+
+/* Batch interface, for a thread cache above: up to n objects of the class of c->size
+ * (c->align <= 16) under one acquisition of the class lock, walking the partial slabs and taking
+ * new slabs from the next layer as needed. Objects come out in the order a slab hands them out
+ * (ascending addresses within a slab). Returns how many were stored in out: fewer than n when the
+ * next layer ran out of memory, 0 with errno = ENOMEM when none could be had, and 0 with
+ * errno = EINVAL for a request this layer does not serve as a class (size outside size_handle or
+ * align > 16): the caller then sends it through alloc. */
+SM_INLINE unsigned SM_FN(alloc_batch)(sm_mctx_t *c, void **out, unsigned n)
+{
+    if (sm_unlikely(!SM_FN(handles_size)(c->size) || c->align > SM_MIN_ALIGN)) {
+        errno = EINVAL;
+        return 0;
+    }
+    unsigned cls = SM_SIZECLASS_FN(size_to_class)(c->size), got = 0;
+    struct SM_FN(class) *k = &SM_FN(obj).cls[cls];
+    SM_SYNC_FN(lock)(&k->lock);
+    while (got < n) {
+        struct SM_FN(slab) *s = k->partial;
+        if (!s && !(s = SM_FN(refill)(k, cls)))
+            break;
+        do /* take_locked unlinks the slab when it runs out, which ends this slab's turn */
+            out[got++] = SM_FN(take_locked)(k, s);
+        while (got < n && k->partial == s);
     }
     SM_SYNC_FN(unlock)(&k->lock);
-    return c->ptr = s->objects + idx * s->size;
+    if (!got && n)
+        errno = ENOMEM;
+    return got;
 }
 
 SM_INLINE void SM_FN(free)(sm_mctx_t *c)
@@ -324,34 +394,71 @@ SM_INLINE void SM_FN(free)(sm_mctx_t *c)
         return;
     }
     struct SM_FN(class) *k = &SM_FN(obj).cls[s->cls];
-    uint64_t bit = (uint64_t)1 << (idx % 64);
-    SM_SYNC_FN(lock)(&k->lock);
-    uint64_t *word = &s->free_bits[idx / 64];
-    if (sm_unlikely(*word & bit)) {
-        SM_SYNC_FN(unlock)(&k->lock);
-        SM_FN(report)(SM_ERR_DOUBLE_FREE, c->ptr, "object is already free; ignored");
-        return;
-    }
-    *word |= bit;
-    s->nonempty_words |= (uint64_t)1 << (idx / 64);
     struct SM_FN(slab) *release = NULL;
-    uint32_t nfree = ++s->nfree;
-    if (nfree == 1) { /* was full: back on the partial list */
-        s->prev = NULL;
-        s->next = k->partial;
-        if (k->partial)
-            k->partial->prev = s;
-        k->partial = s;
-    }
-    if (sm_unlikely(nfree == s->nobjs)) {
-        if (k->empty_kept)
-            release = SM_FN(retire)(k, s);
-        else
-            k->empty_kept = true;
-    }
+    SM_SYNC_FN(lock)(&k->lock);
+    bool freed = SM_FN(put_locked)(k, s, idx, &release);
     SM_SYNC_FN(unlock)(&k->lock);
+    if (sm_unlikely(!freed))
+        SM_FN(report)(SM_ERR_DOUBLE_FREE, c->ptr, "object is already free; ignored");
     if (release)
         SM_FN(slab_release)(release);
+}
+
+enum { SM_FN(batch_release_max) = 8 }; /* emptied slabs one lock section may set aside */
+
+/* Frees n blocks. A run of consecutive blocks of the same class is freed under one acquisition of
+ * the class lock; every block is validated as free() validates it (an interior pointer or a double
+ * free reaches the err policy after the lock is dropped, and is ignored). Blocks this layer does
+ * not own go to the next layer's free one by one. The order of `blocks` is kept. */
+SM_INLINE void SM_FN(free_batch)(void **blocks, unsigned n)
+{
+    unsigned i = 0;
+    while (i < n) {
+        void *p = blocks[i++];
+        struct SM_FN(slab) *s = SM_FN(slab_of)(p);
+        if (!s) {
+            sm_mctx_t r = sm_mctx_block(p, 0, 0);
+            SM_NEXT_FN(free)(&r);
+            continue;
+        }
+        size_t idx = SM_FN(object_index)(s, p);
+        if (sm_unlikely(idx >= s->nobjs)) {
+            SM_FN(report)(SM_ERR_INVALID_FREE, p, "pointer into a slab is not the start of an object; ignored");
+            continue;
+        }
+        uint32_t cls = s->cls;
+        struct SM_FN(class) *k = &SM_FN(obj).cls[cls];
+        struct SM_FN(slab) *release[SM_FN(batch_release_max)];
+        unsigned nrelease = 0;
+        void *double_freed = NULL;
+        SM_SYNC_FN(lock)(&k->lock);
+        for (;;) {
+            struct SM_FN(slab) *emptied = NULL;
+            if (sm_unlikely(!SM_FN(put_locked)(k, s, idx, &emptied))) {
+                double_freed = p; /* reported once unlocked; the run ends here */
+                break;
+            }
+            if (emptied) {
+                release[nrelease++] = emptied;
+                if (nrelease == SM_FN(batch_release_max))
+                    break; /* out of room: release these, then start a new run */
+            }
+            if (i == n)
+                break;
+            /* The next block joins this run only if it is a valid object of the same class;
+             * anything else is left to the outer loop, which passes it on or reports it. */
+            p = blocks[i];
+            s = SM_FN(slab_of)(p);
+            if (!s || s->cls != cls || (idx = SM_FN(object_index)(s, p)) >= s->nobjs)
+                break;
+            i++;
+        }
+        SM_SYNC_FN(unlock)(&k->lock);
+        if (double_freed)
+            SM_FN(report)(SM_ERR_DOUBLE_FREE, double_freed, "object is already free; ignored");
+        for (unsigned r = 0; r < nrelease; r++)
+            SM_FN(slab_release)(release[r]);
+    }
 }
 
 SM_INLINE bool SM_FN(getmeta)(sm_mctx_t *c)

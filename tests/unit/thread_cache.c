@@ -1,0 +1,743 @@
+/* Unit test of the thread_cache add-on layer over a real slab_lk (sync=spinlock, sizeclass=tc) over
+ * the fake next layer, with a counting layer in between that sees every batch crossing:
+ *     tcache :: cnt (this file) :: slab_lk :: fake          and, for the byte budget,
+ *     tbudget(16 KiB) :: slab_lk :: fake
+ * Most cases run in a fresh thread, so they start from a new, empty cache. */
+#include <pthread.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+#include <sunmao/policies/err/callback.h>
+#include <sunmao/policies/sizeclass/tc.h>
+#include <sunmao/policies/sync/spinlock.h>
+#include "tests/support/check.h"
+
+#define SM_LAYER fk
+#include "tests/support/fake_next.h"
+#define SM_LAYER sl
+#define SM_NEXT fk
+#define SM_SYNC spinlock
+#define SM_SIZECLASS tc
+#define SM_ERR callback
+#include <sunmao/layers/core/slab_lk.h>
+
+/* ---- cnt: a pass-through layer that counts what crosses it (atomics: tests only) ---- */
+static struct {
+    unsigned long alloc_batch_calls, alloc_batch_objs, free_batch_calls, free_batch_objs;
+    unsigned long allocs, frees, getmetas, thread_exits;
+    long outstanding;                     /* objects taken below and not given back */
+    long outstanding_by_class[sm_sizeclass_tc_count];
+} cnt_obj;
+static __thread unsigned cnt_wants[256]; /* this thread's alloc_batch requests, in order */
+static __thread unsigned cnt_nwants;
+
+#define CNT_ADD(field, n) __atomic_add_fetch(&cnt_obj.field, (n), __ATOMIC_RELAXED)
+#define CNT_GET(field)    __atomic_load_n(&cnt_obj.field, __ATOMIC_RELAXED)
+
+enum { cnt_thread_safe = sl_thread_safe, cnt_min_align = sl_min_align, cnt_zeroed = sl_zeroed };
+
+static inline void cnt_track(void *p, long delta)
+{
+    sm_mctx_t m = sm_mctx_block(p, 0, 0);
+    if (sl_getmeta(&m) && m.usable <= sm_sizeclass_tc_max_size) {
+        unsigned cls = sm_sizeclass_tc_size_to_class(m.usable);
+        CNT_ADD(outstanding_by_class[cls], delta);
+    }
+    CNT_ADD(outstanding, delta);
+}
+static inline int cnt_create(void) { return sl_create(); }
+static inline void *cnt_alloc(sm_mctx_t *c)
+{
+    CNT_ADD(allocs, 1);
+    void *p = sl_alloc(c);
+    if (p)
+        cnt_track(p, 1);
+    return p;
+}
+static inline void cnt_free(sm_mctx_t *c)
+{
+    CNT_ADD(frees, 1);
+    cnt_track(c->ptr, -1);
+    sl_free(c);
+}
+static inline bool cnt_getmeta(sm_mctx_t *c)
+{
+    CNT_ADD(getmetas, 1);
+    return sl_getmeta(c);
+}
+static inline bool cnt_resize(sm_mctx_t *c, size_t n) { return sl_resize(c, n); }
+static inline void cnt_thread_exit(void)
+{
+    CNT_ADD(thread_exits, 1);
+    sl_thread_exit();
+}
+static inline void cnt_fork_prepare(void) { sl_fork_prepare(); }
+static inline void cnt_fork_parent(void) { sl_fork_parent(); }
+static inline void cnt_fork_child(void) { sl_fork_child(); }
+static inline unsigned cnt_alloc_batch(sm_mctx_t *c, void **out, unsigned n)
+{
+    CNT_ADD(alloc_batch_calls, 1);
+    if (cnt_nwants < sizeof cnt_wants / sizeof *cnt_wants)
+        cnt_wants[cnt_nwants++] = n;
+    unsigned got = sl_alloc_batch(c, out, n);
+    CNT_ADD(alloc_batch_objs, got);
+    for (unsigned i = 0; i < got; i++)
+        cnt_track(out[i], 1);
+    return got;
+}
+static inline void cnt_free_batch(void **blocks, unsigned n)
+{
+    CNT_ADD(free_batch_calls, 1);
+    CNT_ADD(free_batch_objs, n);
+    for (unsigned i = 0; i < n; i++)
+        cnt_track(blocks[i], -1);
+    sl_free_batch(blocks, n);
+}
+
+#define SM_LAYER tcache
+#define SM_NEXT cnt
+#define SM_SIZECLASS tc
+#define SM_ERR callback
+#define SM_SIZE_MAX (8u << 10)
+#include <sunmao/layers/addon/thread_cache.h>
+
+/* the byte budget instance */
+#define SM_LAYER fkb
+#include "tests/support/fake_next.h"
+#define SM_LAYER slb
+#define SM_NEXT fkb
+#define SM_SYNC spinlock
+#define SM_SIZECLASS tc
+#define SM_ERR callback
+#include <sunmao/layers/core/slab_lk.h>
+#define SM_LAYER tbudget
+#define SM_NEXT slb
+#define SM_SIZECLASS tc
+#define SM_ERR callback
+#define SM_SIZE_MAX (8u << 10)
+#define SM_OPT_CACHE_BYTES (16u << 10)
+#include <sunmao/layers/addon/thread_cache.h>
+
+_Static_assert(tcache_thread_safe == 1 && tcache_min_align == 16 && tcache_zeroed == 0, "properties");
+
+/* ---- error policy recorder ---- */
+static unsigned long err_counts[SM_ERR_KIND_COUNT];
+static void on_error(sm_err_kind_t kind, const char *layer, const void *ptr, const char *detail)
+{
+    (void)layer, (void)ptr, (void)detail;
+    __atomic_add_fetch(&err_counts[kind], 1, __ATOMIC_RELAXED);
+}
+static unsigned long err_total(void)
+{
+    unsigned long n = 0;
+    for (int k = 0; k < SM_ERR_KIND_COUNT; k++)
+        n += __atomic_load_n(&err_counts[k], __ATOMIC_RELAXED);
+    return n;
+}
+static void err_reset(void) { memset(err_counts, 0, sizeof err_counts); }
+
+/* ---- the API as a socket would call it ---- */
+static void *t_malloc(size_t n)
+{
+    sm_mctx_t c = sm_mctx_alloc(n ? n : 1, 0, 0);
+    return tcache_alloc(&c);
+}
+static void *t_aligned(size_t n, size_t align)
+{
+    sm_mctx_t c = sm_mctx_alloc(n ? n : 1, align, 0);
+    return tcache_alloc(&c);
+}
+static void *t_calloc(size_t n)
+{
+    sm_mctx_t c = sm_mctx_alloc(n ? n : 1, 0, SM_F_ZERO);
+    void *p = tcache_alloc(&c);
+    if (p && !(c.flags & SM_F_FRESH))
+        memset(p, 0, n);
+    return p;
+}
+static void t_free(void *p)
+{
+    sm_mctx_t c = sm_mctx_block(p, 0, 0);
+    tcache_free(&c);
+}
+static void t_free_sized(void *p, size_t n)
+{
+    sm_mctx_t c = sm_mctx_block(p, n, SM_F_SIZED);
+    tcache_free(&c);
+}
+static size_t t_usable(void *p)
+{
+    sm_mctx_t c = sm_mctx_block(p, 0, 0);
+    return tcache_getmeta(&c) ? c.usable : 0;
+}
+
+static unsigned cls_of(size_t size) { return sm_sizeclass_tc_size_to_class(size); }
+static const struct tcache_list *my_list(size_t size) { return &tcache_tls->list[cls_of(size)]; }
+
+/* Runs fn in a new thread (a fresh cache) and waits for it: the thread's exit returns its cache. */
+static void *thread_trampoline(void *fn)
+{
+    ((void (*)(void))fn)();
+    return NULL;
+}
+static void in_thread(void (*fn)(void))
+{
+    pthread_t t;
+    pthread_create(&t, NULL, thread_trampoline, (void *)fn);
+    pthread_join(t, NULL);
+}
+
+/* ---- cases ---- */
+
+/* A new thread starts on the constant empty cache; its first malloc misses exactly once, creating
+ * the cache from the next layer (not libc); after that the class hits. */
+static void first_miss_then_hit_body(void)
+{
+    CHECK(tcache_tls == (struct tcache_cache *)&tcache_empty_cache);
+    unsigned long calls = CNT_GET(alloc_batch_calls), allocs = CNT_GET(allocs);
+    void *p = t_malloc(64);
+    CHECK(p != NULL);
+    CHECKF(CNT_GET(alloc_batch_calls) == calls + 1, "%lu batch calls on the first malloc",
+           CNT_GET(alloc_batch_calls) - calls);
+    CHECK(!tcache_is_static(tcache_tls));
+    /* the cache struct came from the next layer, a slab object: the allocator's own metadata */
+    CHECKF(CNT_GET(allocs) == allocs + 1, "cache struct: %lu allocs below", CNT_GET(allocs) - allocs);
+    sm_mctx_t m = sm_mctx_block(tcache_tls, 0, 0);
+    CHECKF(sl_getmeta(&m) && !strcmp(m.owner, "sl") && m.usable >= sizeof(struct tcache_cache),
+           "cache struct owned by %s", m.owner ? m.owner : "nobody");
+    t_free(p);
+    for (int i = 0; i < 1000; i++) {
+        void *q = t_malloc(64);
+        CHECKF(q == p, "round %d: got %p, want the cached %p", i, q, p);
+        check_fill(q, 64, (unsigned)i);
+        t_free(q);
+    }
+    CHECKF(CNT_GET(alloc_batch_calls) == calls + 1, "hits went below: %lu batch calls",
+           CNT_GET(alloc_batch_calls) - calls);
+}
+static void first_miss_then_hit(void) { in_thread(first_miss_then_hit_body); }
+
+/* LIFO: the last freed object of a class is the next one handed out. */
+static void lifo_reuse_body(void)
+{
+    void *a = t_malloc(200), *b = t_malloc(200), *c = t_malloc(200), *d = t_malloc(300);
+    t_free(a);
+    t_free(b);
+    t_free(d);
+    t_free(c);
+    void *x = t_malloc(200), *y = t_malloc(200), *z = t_malloc(300), *w = t_malloc(210); /* 200 and 210: class 224 */
+    CHECKF(x == c && y == b && z == d && w == a, "reuse order broken");
+    t_free(x), t_free(y), t_free(z), t_free(w);
+}
+static void lifo_reuse(void) { in_thread(lifo_reuse_body); }
+
+/* Thousands of objects of every size (and some the cache passes on): patterns survive, usable
+ * sizes are right, nothing overlaps; freed in a shuffled order, then reused. */
+typedef struct { unsigned char *p; size_t size; } obj_t;
+static size_t random_size(unsigned *seed)
+{
+    unsigned r = (unsigned)rand_r(seed);
+    size_t cap = (r & 15) == 0 ? 20000 : (r & 7) < 2 ? 8192 : (r & 7) < 5 ? 512 : 128;
+    return (size_t)rand_r(seed) % (cap + 1);
+}
+static void fill_patterns_body(void)
+{
+    enum { N = 6000 };
+    obj_t *v = calloc(N, sizeof *v);
+    unsigned seed = 99;
+    for (int round = 0; round < 3; round++) {
+        for (int i = 0; i < N; i++) {
+            v[i].size = random_size(&seed);
+            v[i].p = i % 97 == 0 ? t_aligned(v[i].size, 64) : t_malloc(v[i].size);
+            CHECKF(v[i].p != NULL, "alloc %zu", v[i].size);
+            if (!v[i].p)
+                return;
+            size_t usable = t_usable(v[i].p);
+            CHECKF(usable >= v[i].size && sm_ptr_aligned(v[i].p, i % 97 == 0 ? 64 : 16), "usable %zu for %zu",
+                   usable, v[i].size);
+            check_fill(v[i].p, v[i].size, (unsigned)i + round);
+        }
+        for (int i = 0; i < N; i++)
+            CHECKF(check_verify(v[i].p, v[i].size, (unsigned)i + round), "object %d (%zu B) overwritten", i,
+                   v[i].size);
+        for (int i = N; i > 1; i--) {
+            int j = rand_r(&seed) % i;
+            obj_t t = v[i - 1];
+            v[i - 1] = v[j];
+            v[j] = t;
+        }
+        for (int i = 0; i < N; i++)
+            t_free(v[i].p);
+    }
+    free(v);
+}
+static void fill_patterns(void)
+{
+    err_reset();
+    in_thread(fill_patterns_body);
+    CHECK(err_total() == 0 && fk_obj.bad_frees == 0);
+}
+
+/* Slow start: a class's refills ask for 1, 2, 3, ... objects, up to its batch size, never more. */
+static void slow_start_body(void)
+{
+    enum { N = 600 };
+    static __thread void *objs[N];
+    cnt_nwants = 0;
+    for (int i = 0; i < N; i++)
+        objs[i] = t_malloc(128);
+    unsigned batch = tcache_batch_of(cls_of(128)); /* 32 */
+    CHECKF(cnt_nwants >= 10, "%u refills", cnt_nwants);
+    /* the first refill also made the cache: it is the first request with a want */
+    for (unsigned i = 0; i < 5 && i < cnt_nwants; i++)
+        CHECKF(cnt_wants[i] == i + 1, "refill %u asked for %u, want %u", i, cnt_wants[i], i + 1);
+    unsigned most = 0;
+    for (unsigned i = 0; i < cnt_nwants; i++) {
+        CHECKF(cnt_wants[i] <= batch, "refill %u asked for %u > batch %u", i, cnt_wants[i], batch);
+        if (i && cnt_wants[i] < cnt_wants[i - 1])
+            CHECKF(0, "refill %u asked for fewer (%u) than the one before (%u)", i, cnt_wants[i], cnt_wants[i - 1]);
+        most = cnt_wants[i] > most ? cnt_wants[i] : most;
+    }
+    CHECKF(most == batch, "the batch grew to %u, want %u", most, batch);
+    for (int i = 0; i < N; i++)
+        t_free(objs[i]);
+}
+static void slow_start(void) { in_thread(slow_start_body); }
+
+/* Frees beyond a list's limit release a batch to the next layer; a list never exceeds its limit. */
+static void overflow_body(void)
+{
+    enum { N = 1000 };
+    static __thread void *objs[N];
+    for (int i = 0; i < N; i++)
+        objs[i] = t_malloc(256);
+    unsigned long calls = CNT_GET(free_batch_calls), released = CNT_GET(free_batch_objs);
+    const struct tcache_list *l = my_list(256);
+    for (int i = 0; i < N; i++) {
+        t_free(objs[i]);
+        CHECKF(l->count <= l->limit && l->limit <= tcache_list_max, "count %u limit %u", l->count, l->limit);
+    }
+    CHECKF(CNT_GET(free_batch_calls) > calls, "no batch released");
+    CHECKF(CNT_GET(free_batch_objs) - released + l->count >= N, "%lu released + %u cached < %d freed",
+           CNT_GET(free_batch_objs) - released, l->count, N);
+    CHECKF(l->count > 0, "nothing kept cached");
+}
+static void overflow(void) { in_thread(overflow_body); }
+
+/* GC by low-water mark: after a burst, a class left alone loses half of what it caches at each GC,
+ * which other classes' slow-path events trigger. */
+static void gc_low_water_body(void)
+{
+    enum { BURST = 2000, OTHER = 6000 }; /* a burst long enough to grow the list past a batch */
+    static __thread void *objs[OTHER];
+    unsigned hot = cls_of(64);
+    for (int i = 0; i < BURST; i++)
+        objs[i] = t_malloc(64);
+    for (int i = 0; i < BURST; i++)
+        t_free(objs[i]);
+    const struct tcache_list *l = my_list(64);
+    unsigned cached = l->count;
+    long below_before = CNT_GET(outstanding_by_class[hot]);
+    CHECKF(cached > 64, "only %u cached after the burst", cached);
+    /* idle for class 64; slow-path events in class 32: misses every batch */
+    for (int i = 0; i < OTHER; i++)
+        objs[i] = t_malloc(32);
+    CHECKF(l->count <= cached / 2, "class 64 still caches %u of %u", l->count, cached);
+    long below_after = CNT_GET(outstanding_by_class[hot]);
+    CHECKF(below_after <= below_before - (long)cached / 2, "the slab's live 64 B objects went %ld -> %ld",
+           below_before, below_after);
+    CHECKF(l->count <= l->limit, "count %u limit %u", l->count, l->limit);
+    for (int i = 0; i < OTHER; i++)
+        t_free(objs[i]);
+}
+static void gc_low_water(void) { in_thread(gc_low_water_body); }
+
+/* The byte budget (16 KiB here): capacity and cached bytes never exceed it, whatever the mix. */
+static size_t budget_cached_bytes(void)
+{
+    size_t bytes = 0;
+    for (unsigned cls = 0; cls < tbudget_class_count; cls++)
+        bytes += (size_t)tbudget_tls->list[cls].count * sm_sizeclass_tc_class_to_size(cls);
+    return bytes;
+}
+static void budget_body(void)
+{
+    enum { N = 300 };
+    static __thread void *objs[N];
+    static const size_t sizes[] = { 16, 48, 100, 256, 640, 1024, 2048, 4096, 8192 };
+    size_t most = 0;
+    for (int round = 0; round < 20; round++) {
+        for (size_t k = 0; k < sizeof sizes / sizeof *sizes; k++) {
+            int n = (int)(N >> (k / 2));
+            for (int i = 0; i < n; i++) {
+                sm_mctx_t c = sm_mctx_alloc(sizes[k], 0, 0);
+                objs[i] = tbudget_alloc(&c);
+                CHECK(objs[i] != NULL);
+                check_fill(objs[i], sizes[k], (unsigned)i);
+            }
+            for (int i = 0; i < n; i++) {
+                CHECKF(check_verify(objs[i], sizes[k], (unsigned)i), "object damaged");
+                sm_mctx_t c = sm_mctx_block(objs[i], 0, 0);
+                tbudget_free(&c);
+                size_t cached = budget_cached_bytes();
+                most = cached > most ? cached : most;
+                CHECKF(cached <= (16u << 10) && tbudget_tls->capacity <= (16u << 10),
+                       "cached %zu, capacity %zu over 16 KiB", cached, tbudget_tls->capacity);
+            }
+        }
+    }
+    CHECKF(most >= (8u << 10), "the cache never used its budget (%zu B at most)", most);
+}
+static void budget(void)
+{
+    tbudget_create();
+    in_thread(budget_body);
+}
+
+/* Thread exit returns every cached object and the cache itself: what was taken below comes back,
+ * and the slabs that emptied go back to the fake. */
+static void *exit_worker(void *arg)
+{
+    unsigned seed = (unsigned)(uintptr_t)arg;
+    enum { N = 500 };
+    void *objs[N];
+    for (int round = 0; round < 20; round++) {
+        for (int i = 0; i < N; i++)
+            objs[i] = t_malloc(random_size(&seed) % 8193);
+        for (int i = 0; i < N; i++)
+            t_free(objs[i]);
+    }
+    return NULL;
+}
+static size_t fake_slabs(void)
+{
+    size_t n = 0;
+    pthread_mutex_lock(&fk_obj.lock);
+    for (size_t i = 0; i < fk_obj.live_blocks; i++)
+        n += fk_obj.blocks[i].size == 65536;
+    pthread_mutex_unlock(&fk_obj.lock);
+    return n;
+}
+static void run_exit_workers(int n)
+{
+    pthread_t t[8];
+    for (int i = 0; i < n; i++)
+        pthread_create(&t[i], NULL, exit_worker, (void *)(uintptr_t)(i + 1));
+    for (int i = 0; i < n; i++)
+        pthread_join(t[i], NULL);
+}
+static void thread_exit_returns_all(void)
+{
+    run_exit_workers(4); /* warm up: every class used gets its one kept empty slab */
+    long outstanding = CNT_GET(outstanding);
+    size_t slabs = fake_slabs();
+    unsigned long exits = CNT_GET(thread_exits);
+    run_exit_workers(4);
+    CHECKF(CNT_GET(outstanding) == outstanding, "%ld objects not returned below",
+           CNT_GET(outstanding) - outstanding);
+    CHECKF(CNT_GET(thread_exits) == exits + 4, "%lu thread exits for 4 threads", CNT_GET(thread_exits) - exits);
+    CHECKF(fake_slabs() <= slabs, "fake holds %zu slabs, %zu before", fake_slabs(), slabs);
+    CHECK(fk_obj.bad_frees == 0 && err_total() == 0);
+}
+
+/* A destructor that runs after the cache's (a later pthread key) may still allocate and free: the
+ * retired thread bypasses the cache, no cache is re-created, nothing leaks, the rounds end. */
+static pthread_key_t late_key;
+static unsigned long late_cache_allocs;
+static void late_destructor(void *arg)
+{
+    (void)arg;
+    unsigned long allocs = CNT_GET(allocs);
+    void *p = t_malloc(64), *q = t_malloc(64);
+    CHECK(p && q && p != q);
+    CHECK(tcache_tls == (struct tcache_cache *)&tcache_retired_cache);
+    t_free(p);
+    t_free(q);
+    late_cache_allocs = CNT_GET(allocs) - allocs; /* two objects, no cache struct */
+}
+static void *late_worker(void *arg)
+{
+    (void)arg;
+    t_free(t_malloc(64)); /* creates the cache (and the layer's key, first) */
+    pthread_setspecific(late_key, (void *)1);
+    return NULL;
+}
+static void destructor_after_exit(void)
+{
+    in_thread(lifo_reuse_body); /* the layer's key exists from here on */
+    pthread_key_create(&late_key, late_destructor);
+    long outstanding = CNT_GET(outstanding);
+    pthread_t t;
+    pthread_create(&t, NULL, late_worker, NULL);
+    pthread_join(t, NULL);
+    CHECKF(late_cache_allocs == 2, "%lu allocations below in the late destructor, want 2", late_cache_allocs);
+    CHECKF(CNT_GET(outstanding) == outstanding, "%ld objects leaked", CNT_GET(outstanding) - outstanding);
+    pthread_key_delete(late_key);
+}
+
+/* Sized free (free_sized, C++ sized delete): no getmeta below, the block is cached all the same. */
+static void sized_free_body(void)
+{
+    void *p = t_malloc(100);
+    t_free(t_malloc(100)); /* the list has room now */
+    (void)t_malloc(100);
+    unsigned long getmetas = CNT_GET(getmetas);
+    t_free_sized(p, 100);
+    CHECKF(CNT_GET(getmetas) == getmetas, "sized free asked getmeta");
+    CHECK(t_malloc(100) == p);
+    /* above the cached range: passed on, and still sized */
+    void *big = t_malloc(9000);
+    unsigned long frees = CNT_GET(frees);
+    t_free_sized(big, 9000);
+    CHECK(CNT_GET(frees) == frees + 1);
+}
+static void sized_free(void) { in_thread(sized_free_body); }
+
+/* Aligned requests and sizes above the range go below; calloc is served from the cache (zeroed). */
+static void pass_through_body(void)
+{
+    unsigned long allocs = CNT_GET(allocs);
+    void *a = t_aligned(100, 64), *b = t_malloc(8193), *c = t_malloc(1 << 20);
+    CHECKF(CNT_GET(allocs) - allocs >= 3, "%lu allocations below for 3 pass-through requests",
+           CNT_GET(allocs) - allocs);
+    CHECK(a && b && c && sm_ptr_aligned(a, 64));
+    t_free(a), t_free(b), t_free(c);
+    unsigned char *p = t_malloc(500);
+    memset(p, 0xAB, 500);
+    t_free(p);
+    unsigned char *z = t_calloc(500);
+    CHECKF(z == p, "calloc did not reuse the cached block");
+    int zero = 1;
+    for (int i = 0; i < 500; i++)
+        zero &= z[i] == 0;
+    CHECK(zero);
+    t_free(z);
+    /* an aligned block freed without a size is a class-size slab object: it joins the cache */
+    void *al = t_aligned(128, 128);
+    t_free(al);
+    CHECK(t_malloc(128) == al);
+}
+static void pass_through(void) { in_thread(pass_through_body); }
+
+/* A double free of an object still in the cache is caught and ignored. */
+static void double_free_body(void)
+{
+    void *keep = t_malloc(64), *p = t_malloc(64);
+    t_free(keep);
+    t_free(p);
+    err_reset();
+    t_free(p);
+    CHECKF(err_counts[SM_ERR_DOUBLE_FREE] == 1 && err_total() == 1, "%lu errors", err_total());
+    void *x = t_malloc(64), *y = t_malloc(64), *z = t_malloc(64);
+    CHECKF(x == p && y == keep && z != p && z != keep, "a double-freed object was handed out twice");
+    /* an object whose second word happens to hold garbage is still freed normally */
+    ((uintptr_t *)y)[1] = 0x1234;
+    t_free(x), t_free(y), t_free(z);
+    CHECK(err_total() == 1);
+    err_reset();
+}
+static void double_free(void) { in_thread(double_free_body); }
+
+/* Cross-thread frees: A allocates, B frees into its own cache, B's next allocations reuse them. */
+enum { XN = 300 };
+static void *xobjs[XN];
+static void cross_alloc_body(void)
+{
+    for (int i = 0; i < XN; i++) {
+        xobjs[i] = t_malloc(48);
+        check_fill(xobjs[i], 48, (unsigned)i);
+    }
+}
+static void cross_free_body(void)
+{
+    for (int i = 0; i < XN; i++) {
+        CHECKF(check_verify(xobjs[i], 48, (unsigned)i), "object %d damaged", i);
+        t_free(xobjs[i]);
+    }
+    const struct tcache_list *l = my_list(48);
+    CHECKF(l->count > 0, "B cached none of A's objects");
+    unsigned long calls = CNT_GET(alloc_batch_calls);
+    unsigned cached = l->count, reused = 0;
+    for (unsigned i = 0; i < cached; i++) {
+        void *p = t_malloc(48);
+        for (int j = 0; j < XN; j++)
+            reused += p == xobjs[j];
+    }
+    CHECKF(reused == cached && CNT_GET(alloc_batch_calls) == calls, "%u of %u reused, %lu refills", reused, cached,
+           CNT_GET(alloc_batch_calls) - calls);
+    CHECK(t_malloc(48) != NULL); /* and the thread goes on (leaking these to its exit is fine) */
+}
+static void cross_thread(void)
+{
+    in_thread(cross_alloc_body);
+    in_thread(cross_free_body);
+}
+
+/* 8 threads: random sizes, fill patterns verified before every free, objects handed to neighbours. */
+enum { STRESS_THREADS = 8, SLOTS = 256, OPS = 60000 };
+static struct { pthread_mutex_t lock; void *p; size_t size; unsigned seed; } mailbox[STRESS_THREADS];
+static unsigned long stress_bad;
+static void *stress_worker(void *arg)
+{
+    unsigned id = (unsigned)(uintptr_t)arg, seed = id * 7919u + 1;
+    obj_t v[SLOTS] = { { 0, 0 } };
+    unsigned seeds[SLOTS] = { 0 };
+    for (unsigned op = 0; op < OPS; op++) {
+        unsigned s = (unsigned)rand_r(&seed) % SLOTS;
+        if (v[s].p) {
+            if (!check_verify(v[s].p, v[s].size < 256 ? v[s].size : 256, seeds[s]))
+                __atomic_add_fetch(&stress_bad, 1, __ATOMIC_RELAXED);
+            if (op % 16 == 0) { /* swap with the neighbour's mailbox: it frees ours, we free theirs */
+                unsigned to = (id + 1) % STRESS_THREADS;
+                pthread_mutex_lock(&mailbox[to].lock);
+                void *old = mailbox[to].p;
+                size_t old_size = mailbox[to].size;
+                unsigned old_seed = mailbox[to].seed;
+                mailbox[to].p = v[s].p, mailbox[to].size = v[s].size, mailbox[to].seed = seeds[s];
+                pthread_mutex_unlock(&mailbox[to].lock);
+                if (old && !check_verify(old, old_size < 256 ? old_size : 256, old_seed))
+                    __atomic_add_fetch(&stress_bad, 1, __ATOMIC_RELAXED);
+                if (old)
+                    t_free(old);
+            } else if (op % 5 == 0) {
+                t_free_sized(v[s].p, v[s].size);
+            } else {
+                t_free(v[s].p);
+            }
+            v[s].p = NULL;
+        } else {
+            size_t size = random_size(&seed);
+            v[s].p = t_malloc(size);
+            v[s].size = size;
+            seeds[s] = op;
+            if (!v[s].p) {
+                __atomic_add_fetch(&stress_bad, 1, __ATOMIC_RELAXED);
+                continue;
+            }
+            check_fill(v[s].p, size < 256 ? size : 256, op);
+        }
+    }
+    for (unsigned s = 0; s < SLOTS; s++)
+        if (v[s].p)
+            t_free(v[s].p);
+    return NULL;
+}
+static void stress8(void)
+{
+    err_reset();
+    long outstanding = CNT_GET(outstanding);
+    pthread_t t[STRESS_THREADS];
+    for (unsigned i = 0; i < STRESS_THREADS; i++) {
+        pthread_mutex_init(&mailbox[i].lock, NULL);
+        mailbox[i].p = NULL;
+    }
+    for (unsigned i = 0; i < STRESS_THREADS; i++)
+        pthread_create(&t[i], NULL, stress_worker, (void *)(uintptr_t)i);
+    for (unsigned i = 0; i < STRESS_THREADS; i++)
+        pthread_join(t[i], NULL);
+    for (unsigned i = 0; i < STRESS_THREADS; i++) {
+        if (mailbox[i].p && !check_verify(mailbox[i].p, mailbox[i].size < 256 ? mailbox[i].size : 256, mailbox[i].seed))
+            stress_bad++;
+        if (mailbox[i].p) {
+            sm_mctx_t c = sm_mctx_block(mailbox[i].p, 0, 0);
+            cnt_free(&c); /* the main thread stays off the cache */
+        }
+    }
+    CHECKF(stress_bad == 0, "%lu damaged objects or failed allocations", stress_bad);
+    CHECKF(err_total() == 0 && fk_obj.bad_frees == 0, "%lu errors", err_total());
+    CHECKF(CNT_GET(outstanding) == outstanding, "%ld objects not returned after the threads exited",
+           CNT_GET(outstanding) - outstanding);
+}
+
+/* fork from a worker thread while other threads allocate: the child keeps the forking thread's
+ * cache and allocates (the other caches are simply lost there). */
+static volatile int fork_stop;
+static void *fork_busy(void *arg)
+{
+    unsigned seed = (unsigned)(uintptr_t)arg;
+    void *objs[64] = { 0 };
+    while (!__atomic_load_n(&fork_stop, __ATOMIC_RELAXED)) {
+        unsigned s = (unsigned)rand_r(&seed) % 64;
+        if (objs[s])
+            t_free(objs[s]);
+        objs[s] = t_malloc(random_size(&seed));
+    }
+    for (int s = 0; s < 64; s++)
+        if (objs[s])
+            t_free(objs[s]);
+    return NULL;
+}
+static int fork_failures;
+static void fork_body(void)
+{
+    void *mine = t_malloc(64);
+    t_free(mine); /* this thread's cache holds it */
+    for (int round = 0; round < 10; round++) {
+        pid_t pid = fork();
+        if (pid == 0) {
+            int bad = t_malloc(64) != mine; /* the cache survived */
+            enum { N = 2000 };
+            static void *objs[N];
+            unsigned seed = 5;
+            for (int i = 0; i < N; i++) {
+                size_t size = random_size(&seed);
+                if (!(objs[i] = t_malloc(size)))
+                    bad = 1;
+                else
+                    check_fill(objs[i], size < 64 ? size : 64, (unsigned)i);
+            }
+            seed = 5;
+            for (int i = 0; i < N; i++) {
+                size_t size = random_size(&seed);
+                bad |= objs[i] && !check_verify(objs[i], size < 64 ? size : 64, (unsigned)i);
+                t_free(objs[i]);
+            }
+            _exit(bad);
+        }
+        int status = 0;
+        if (pid < 0 || waitpid(pid, &status, 0) != pid || !WIFEXITED(status) || WEXITSTATUS(status) != 0)
+            fork_failures++;
+    }
+}
+static void fork_hooks_prepare(void) { tcache_fork_prepare(); }
+static void fork_hooks_parent(void) { tcache_fork_parent(); }
+static void fork_hooks_child(void) { tcache_fork_child(); }
+static void fork_threads(void)
+{
+    pthread_atfork(fork_hooks_prepare, fork_hooks_parent, fork_hooks_child);
+    pthread_t busy[3];
+    fork_stop = 0;
+    for (int i = 0; i < 3; i++)
+        pthread_create(&busy[i], NULL, fork_busy, (void *)(uintptr_t)(i + 11));
+    in_thread(fork_body);
+    __atomic_store_n(&fork_stop, 1, __ATOMIC_RELAXED);
+    for (int i = 0; i < 3; i++)
+        pthread_join(busy[i], NULL);
+    CHECKF(fork_failures == 0, "%d of 10 children failed", fork_failures);
+}
+
+int main(void)
+{
+    check_begin("thread_cache");
+    sm_err_callback_set(on_error);
+    CHECK(tcache_create() == 0);
+    RUN_CASE(first_miss_then_hit);
+    RUN_CASE(lifo_reuse);
+    RUN_CASE(fill_patterns);
+    RUN_CASE(slow_start);
+    RUN_CASE(overflow);
+    RUN_CASE(gc_low_water);
+    RUN_CASE(budget);
+    RUN_CASE(thread_exit_returns_all);
+    RUN_CASE(destructor_after_exit);
+    RUN_CASE(sized_free);
+    RUN_CASE(pass_through);
+    RUN_CASE(double_free);
+    RUN_CASE(cross_thread);
+    RUN_CASE(stress8);
+    RUN_CASE(fork_threads);
+    return check_end();
+}

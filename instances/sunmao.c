@@ -1,0 +1,66 @@
+/* sunmao — the default allocator (libsunmao.so): per-thread caches over slabs, a TLSF heap for
+ * medium blocks, and a decaying cache of large mappings, every part a framework layer.
+ *
+ *   mmap_heap
+ *   :: decay_cache(sync=mutex)                                  large blocks kept dirty, purged after 1 s
+ *   :: tlsf_glk(sync=mutex, size_handle=[8 KiB+1, 2 MiB])       medium blocks, good fit, O(1)
+ *   :: buddy_glk(sync=mutex, size_handle=[64 KiB, 64 KiB])      the slabs: 64 KiB aligned to 64 KiB
+ *   :: slab_lk(sync=spinlock, sizeclass=tc, size_handle=[0, 8 KiB])  objects, one lock per class
+ *   :: thread_cache(sizeclass=tc, size_handle=[0, 8 KiB])       no lock, no atomics
+ *   :: malloc_socket
+ *
+ * Design, measurements and what was tried: docs/default-allocator.md.
+ */
+#include <sunmao/policies/err/warn.h>
+#include <sunmao/policies/sizeclass/tc.h>
+#include <sunmao/policies/sync/mutex.h>
+#include <sunmao/policies/sync/spinlock.h>
+
+#define SM_LAYER sunmao_os
+#define SM_ERR   warn
+#include <sunmao/os/mmap_heap.h>
+
+#define SM_LAYER sunmao_large
+#define SM_NEXT  sunmao_os
+#define SM_SYNC  mutex
+#define SM_ERR   warn
+#include <sunmao/layers/addon/decay_cache.h>
+
+#define SM_LAYER           sunmao_medium
+#define SM_NEXT            sunmao_large
+#define SM_SYNC            mutex
+#define SM_ERR             warn
+#define SM_SIZE_MIN        ((8u << 10) + 1)
+#define SM_SIZE_MAX        (2u << 20)
+#define SM_OPT_REGION_SIZE (4u << 20)
+#include <sunmao/layers/core/tlsf_glk.h>
+
+#define SM_LAYER          sunmao_pages
+#define SM_NEXT           sunmao_medium
+#define SM_SYNC           mutex
+#define SM_ERR            warn
+#define SM_SIZE_MIN       (64u << 10)
+#define SM_SIZE_MAX       (64u << 10)
+#define SM_OPT_MIN_BLOCK  (64u << 10)
+#define SM_OPT_CHUNK_SIZE (4u << 20)
+#include <sunmao/layers/core/buddy_glk.h>
+
+#define SM_LAYER         sunmao_slab
+#define SM_NEXT          sunmao_pages
+#define SM_SYNC          spinlock
+#define SM_SIZECLASS     tc
+#define SM_ERR           warn
+#define SM_SIZE_MAX      (8u << 10)
+#define SM_OPT_SLAB_SIZE (64u << 10)
+#include <sunmao/layers/core/slab_lk.h>
+
+#define SM_LAYER     sunmao_cache
+#define SM_NEXT      sunmao_slab
+#define SM_SIZECLASS tc
+#define SM_ERR       warn
+#define SM_SIZE_MAX  (8u << 10)
+#include <sunmao/layers/addon/thread_cache.h>
+
+#define SM_NEXT sunmao_cache
+#define SM_ERR  warn
+#include <sunmao/sockets/select.h>

@@ -42,10 +42,13 @@ tests: $(UNIT_BINS) $(API_BINS)
 # The drop-in library: the instance composed over malloc_socket, plus the C++ operator shim.
 $(BUILD)/obj/%.o: instances/%.c $(HEADERS) | $(BUILD)/obj
 	$(CC) $(CPPFLAGS) $(CFLAGS) -c $< -o $@
+# The C++ runtime's exception personality is referenced weakly (see the comment in the source):
+# the drop-in library must load into C programs without libstdc++.
 $(BUILD)/obj/new_delete.o: src/cxx/new_delete.cc | $(BUILD)/obj
 	$(CXX) $(CPPFLAGS) $(CXXFLAGS) -c $< -o $@
+	objcopy --weaken-symbol=__gxx_personality_v0 $@
 $(BUILD)/lib%.so: $(BUILD)/obj/%.o $(BUILD)/obj/new_delete.o
-	$(CXX) -shared $(SAN) -o $@ $^ $(LDLIBS)
+	$(CC) -shared $(SAN) -static-libgcc -o $@ $^ $(LDLIBS) -ldl
 
 # The prefixed library: the same composition over custom_socket (sm_<name>_malloc, ...).
 $(BUILD)/obj/sm_%.o: instances/%.c $(HEADERS) | $(BUILD)/obj

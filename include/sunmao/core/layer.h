@@ -36,11 +36,11 @@
 #ifndef SUNMAO_CORE_LAYER_H
 #define SUNMAO_CORE_LAYER_H
 
-#include <errno.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include "compiler.h"
+#include "errnum.h"
 #include "mctx.h"
 
 /* Name of this instance's function or object `name`, and of the next instance's. */

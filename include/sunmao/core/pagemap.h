@@ -13,7 +13,6 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
-#include <string.h>
 #include "compiler.h"
 
 #define SM_PAGEMAP_ADDR_BITS 48

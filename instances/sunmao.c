@@ -43,6 +43,7 @@
 #define SM_SIZE_MAX       (64u << 10)
 #define SM_OPT_MIN_BLOCK  (64u << 10)
 #define SM_OPT_CHUNK_SIZE (4u << 20)
+#define SM_OPT_KEEP_SPARE 0 /* decay_cache below keeps freed chunks and purges them on time */
 #include <sunmao/layers/core/buddy_glk.h>
 
 #define SM_LAYER         sunmao_slab

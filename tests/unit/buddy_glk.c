@@ -39,6 +39,17 @@
 #define SM_OPT_CHUNK_SIZE 4096
 #include <sunmao/layers/core/buddy_glk.h>
 
+#define SM_LAYER fn
+#include "tests/support/fake_next.h"
+#define SM_LAYER bn
+#define SM_NEXT fn
+#define SM_SYNC none
+#define SM_ERR callback
+#define SM_OPT_MIN_BLOCK 4096
+#define SM_OPT_CHUNK_SIZE 65536
+#define SM_OPT_KEEP_SPARE 0
+#include <sunmao/layers/core/buddy_glk.h>
+
 _Static_assert(bd_thread_safe == 1 && bs_thread_safe == 1 && bh_thread_safe == 0, "thread_safe follows the sync policy");
 _Static_assert(bd_zeroed == 0, "carved blocks are not zeroed");
 _Static_assert(bd_min_align == 16 && bh_min_align == 16, "min_align is bounded by the next layer's (fake: 16)");
@@ -535,6 +546,31 @@ static void test_threads_spinlock(void)
     CHECK(bs_obj.chunk_count == 1);
 }
 
+/* SM_OPT_KEEP_SPARE 0: a chunk that becomes free goes back at once, every time. */
+static void test_no_spare_option(void)
+{
+    unsigned long base = fn_obj.live_blocks;
+    for (int round = 0; round < 3; round++) {
+        void *b[16];
+        for (int i = 0; i < 16; i++) {
+            sm_mctx_t c = sm_mctx_alloc(4096, 16, 0);
+            b[i] = bn_alloc(&c);
+            CHECK(b[i] != NULL);
+            check_fill(b[i], 4096, (unsigned)i);
+        }
+        CHECK(bn_obj.chunk_count == 1);
+        for (int i = 0; i < 16; i++) {
+            CHECK(check_verify(b[i], 4096, (unsigned)i));
+            sm_mctx_t f = sm_mctx_block(b[i], 0, 0);
+            bn_free(&f);
+        }
+        CHECKF(bn_obj.chunk_count == 0, "round %d: %zu chunks kept", round, (size_t)bn_obj.chunk_count);
+        CHECKF(fn_obj.live_blocks == base + bn_obj.map_nodes, "round %d: fake holds %lu blocks", round,
+               (unsigned long)fn_obj.live_blocks);
+        base = fn_obj.live_blocks - bn_obj.map_nodes;
+    }
+}
+
 int main(void)
 {
     check_begin("buddy_glk");
@@ -546,6 +582,7 @@ int main(void)
     RUN_CASE(test_oversize_passes_to_next);
     RUN_CASE(test_alignment_requests);
     RUN_CASE(test_resize);
+    RUN_CASE(test_no_spare_option);
     RUN_CASE(test_out_of_memory);
     RUN_CASE(test_bad_frees_reported);
     RUN_CASE(test_fork);

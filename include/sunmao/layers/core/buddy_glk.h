@@ -21,7 +21,10 @@
  *
  * When a chunk becomes entirely free it goes back to the next layer, unless no other chunk is
  * entirely free: that one stays as a spare, so a program hovering around a chunk boundary does not
- * map and unmap a chunk on every call, and at most one idle chunk is ever held. */
+ * map and unmap a chunk on every call, and at most one idle chunk is ever held.
+ * SM_OPT_KEEP_SPARE 0 gives every free chunk back at once: right when the layer below already
+ * caches and purges freed memory on a timer (decay_cache), where a spare here would only hold
+ * dirty pages the decay cannot see. */
 #include <string.h>
 #include "../../core/bits.h"
 #include "../../core/errors.h"
@@ -44,6 +47,9 @@
 
 #ifndef SM_OPT_MIN_BLOCK
 #define SM_OPT_MIN_BLOCK 4096
+#endif
+#ifndef SM_OPT_KEEP_SPARE
+#define SM_OPT_KEEP_SPARE 1
 #endif
 #ifndef SM_OPT_CHUNK_SIZE
 #define SM_OPT_CHUNK_SIZE ((size_t)4 << 20)
@@ -276,8 +282,8 @@ SM_INLINE void SM_FN(free)(sm_mctx_t *c)
         ch->state[buddy >> SM_FN(min_order)] = 0;
         off &= ~((size_t)1 << k);
     }
-    if (k == SM_FN(max_order) && (SM_FN(obj).nonempty & SM_BUDDY_BIT(k))) {
-        SM_FN(release)(ch); /* another entirely free chunk is already kept as the spare */
+    if (k == SM_FN(max_order) && (!(SM_OPT_KEEP_SPARE) || (SM_FN(obj).nonempty & SM_BUDDY_BIT(k)))) {
+        SM_FN(release)(ch); /* no spare wanted, or another free chunk is already the spare */
     } else {
         ch->state[off >> SM_FN(min_order)] = (uint8_t)(SM_BUDDY_FREE | k);
         SM_FN(push)(k, ch->base + off);
@@ -344,4 +350,5 @@ SM_FORK_HOOKS_ONE_LOCK(&SM_FN(obj).lock)
 #undef SM_BUDDY_BIT
 #undef SM_OPT_MIN_BLOCK
 #undef SM_OPT_CHUNK_SIZE
+#undef SM_OPT_KEEP_SPARE
 #include "../../core/layer_end.h"

@@ -31,6 +31,7 @@ static struct {
     long outstanding;                     /* objects taken below and not given back */
     long outstanding_by_class[sm_sizeclass_tc_count];
 } cnt_obj;
+static bool cnt_mark_fresh; /* cnt_alloc reports SM_F_FRESH, as an OS layer with zeroed memory would */
 static __thread unsigned cnt_wants[256]; /* this thread's alloc_batch requests, in order */
 static __thread unsigned cnt_nwants;
 
@@ -55,6 +56,8 @@ static inline void *cnt_alloc(sm_mctx_t *c)
     void *p = sl_alloc(c);
     if (p)
         cnt_track(p, 1);
+    if (p && __atomic_load_n(&cnt_mark_fresh, __ATOMIC_RELAXED))
+        c->flags |= SM_F_FRESH;
     return p;
 }
 static inline void cnt_free(sm_mctx_t *c)
@@ -522,6 +525,66 @@ static void pass_through_body(void)
 }
 static void pass_through(void) { in_thread(pass_through_body); }
 
+/* The hit paths a socket calls first: before this thread's first slow path they miss and change
+ * nothing (the stack may not even exist yet); after it they pop and push exactly as the full paths
+ * do; whatever they do not serve they answer NULL / false for. */
+static void hit_paths_body(void)
+{
+    struct tcache_cache *empty = (struct tcache_cache *)&tcache_empty_cache;
+    unsigned long allocs = CNT_GET(allocs), batches = CNT_GET(alloc_batch_calls), metas = CNT_GET(getmetas);
+    CHECK(tcache_tls == empty);
+    CHECK(tcache_alloc_hit(64) == NULL && tcache_alloc_hit(0) == NULL);
+    sm_mctx_t r = sm_mctx_alloc(64, 0, 0);
+    void *b = sl_alloc(&r); /* a cacheable block, made behind the cache's back */
+    CHECK(b != NULL);
+    CHECK(!tcache_free_hit(b, 0, 0) && !tcache_free_hit(b, 64, SM_F_SIZED));
+    CHECKF(tcache_tls == empty && CNT_GET(allocs) == allocs && CNT_GET(alloc_batch_calls) == batches,
+           "a missing hit path changed something");
+    CHECK(CNT_GET(getmetas) > metas); /* the unsized free asked the next layer what b is */
+    r = sm_mctx_block(b, 0, 0);
+    sl_free(&r);
+
+    t_free(t_malloc(64)); /* the first slow path: the cache exists and 64's list holds one object */
+    void *p = tcache_alloc_hit(64);
+    CHECK(p != NULL && my_list(64)->count == 0);
+    CHECK(tcache_alloc_hit(64) == NULL); /* empty list: a miss, not a refill */
+    CHECK(tcache_free_hit(p, 0, 0) && my_list(64)->count == 1);
+    CHECK(tcache_alloc_hit(60) == p); /* same class */
+    CHECK(tcache_free_hit(p, 60, SM_F_SIZED) && tcache_alloc_hit(64) == p);
+    t_free(p);
+    /* malloc(0) on the hit path gets an object of the smallest class, as malloc(1) would */
+    void *one = t_malloc(1);
+    t_free(one);
+    CHECK(tcache_alloc_hit(0) == one);
+    t_free(one);
+    /* sizes outside the range miss; blocks that are not class-size objects are not taken */
+    CHECK(tcache_alloc_hit((8u << 10) + 1) == NULL && tcache_alloc_hit(SIZE_MAX) == NULL);
+    void *big = t_malloc(100000);
+    CHECK(big != NULL && !tcache_free_hit(big, 0, 0) && !tcache_free_hit(big, 100000, SM_F_SIZED));
+    t_free(big);
+}
+static void hit_paths(void) { in_thread(hit_paths_body); }
+
+/* What the next layer says about a block (SM_F_FRESH) reaches the caller through the miss path,
+ * so a calloc above can skip its memset; a cached object never claims it. */
+static void fresh_flag_body(void)
+{
+    __atomic_store_n(&cnt_mark_fresh, true, __ATOMIC_RELAXED);
+    sm_mctx_t c = sm_mctx_alloc(100000, 0, SM_F_ZERO);
+    void *big = tcache_alloc(&c);
+    CHECKF(big && (c.flags & SM_F_FRESH) && (c.flags & SM_F_ZERO), "flags 0x%x", c.flags);
+    c = sm_mctx_alloc(100, 256, SM_F_ZERO); /* aligned: passed down as well */
+    void *al = tcache_alloc(&c);
+    CHECKF(al && sm_ptr_aligned(al, 256) && (c.flags & SM_F_FRESH), "flags 0x%x", c.flags);
+    __atomic_store_n(&cnt_mark_fresh, false, __ATOMIC_RELAXED);
+    t_free(t_malloc(64));
+    c = sm_mctx_alloc(64, 0, SM_F_ZERO);
+    void *hit = tcache_alloc(&c);
+    CHECKF(hit && !(c.flags & SM_F_FRESH), "a cached object claimed to be fresh");
+    t_free(big), t_free(al), t_free(hit);
+}
+static void fresh_flag(void) { in_thread(fresh_flag_body); }
+
 /* A double free of an object still in the cache is caught and ignored. */
 static void double_free_body(void)
 {
@@ -735,6 +798,8 @@ int main(void)
     RUN_CASE(destructor_after_exit);
     RUN_CASE(sized_free);
     RUN_CASE(pass_through);
+    RUN_CASE(hit_paths);
+    RUN_CASE(fresh_flag);
     RUN_CASE(double_free);
     RUN_CASE(cross_thread);
     RUN_CASE(stress8);

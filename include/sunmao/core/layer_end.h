@@ -8,3 +8,4 @@
 #undef SM_ERR
 #undef SM_SIZE_MIN
 #undef SM_SIZE_MAX
+#undef SM_LAYER_HAS_HIT_PATH

@@ -6,12 +6,40 @@
  *   SM_API(name)   the exported name of API function `name`
  *   SM_SOCKET_THREAD_EXIT  (optional, 0 by default) 1 when a layer keeps per-thread state: the
  *                  socket then calls the stack's thread_exit hook when each thread ends
+ *   SM_SOCKET_HIT_PATH     (optional) 1 to call the top layer's hit paths first (below); by
+ *                  default 1 when the template included last declares them (SM_LAYER_HAS_HIT_PATH,
+ *                  as thread_cache.h does), else 0
  *
- * Start-up: the first call initialises the stack (layer create hooks, bottom-up) with no memory
- * of its own, so allocations from libc internals, dlsym and constructors before main all work.
+ * Start-up: the first request that reaches the stack initialises it (secret seed, layer create
+ * hooks bottom-up, then the fork handlers) with no memory of its own, so allocations from libc
+ * internals, dlsym and constructors before main all work.
  * Fork safety: pthread_atfork handlers take every layer lock top-down before fork and release
  * them (parent) or re-create them (child), so a child of a multi-threaded parent never inherits
- * a lock held by a thread that does not exist there. */
+ * a lock held by a thread that does not exist there.
+ *
+ * The hit path (SM_SOCKET_HIT_PATH). A top layer that caches objects per thread offers
+ *   void *N_alloc_hit(size_t size)                       an object of >= size bytes aligned to 16, or NULL
+ *   bool  N_free_hit(void *p, size_t size, unsigned flags)  true if it took p (flags: SM_F_SIZED)
+ * which touch nothing shared, change nothing when they miss, and are safe before the stack is
+ * created. malloc and free then are: the hit, else one out-of-line call (a tail call) to the
+ * socket's miss function, which makes every check and runs the whole stack. So the hit path tests
+ * nothing of the socket's: a request too large or too aligned for any object misses the layer's own
+ * size test, and readiness needs no test at all, because start-up runs in the miss functions and
+ * nothing below the top layer is ever reached except through them (or through realloc and
+ * malloc_usable_size, which check readiness first):
+ *   - allocations before main, from dlsym or libc: a thread's cache starts out empty, so the first
+ *     request of every thread misses, and the process's first request initialises the stack;
+ *   - the secret is seeded before any layer below the top makes a block (sheap and malloc_heap tag
+ *     blocks with it; the thread cache's tags are made in its slow paths, after start-up too);
+ *   - the fork handlers are registered before any layer lock can be taken: locks live below the
+ *     top layer, and the hit paths take none. A process that forks before its first miss has no
+ *     allocator state to protect; its child starts up on its own first miss;
+ *   - a free that misses also runs start-up (say, the first request of the process is a sized
+ *     free: the cache's slow path would otherwise allocate from an uncreated stack);
+ *   - the thread-exit hook (SM_SOCKET_THREAD_EXIT) is attached on a thread's first miss, which
+ *     comes before it can hold any per-thread state (all of it is made on slow paths).
+ * Without a hit path (a tlsf or slab top layer), every request tests readiness first, as the
+ * layers below it may not run before their create hooks. */
 #include <errno.h>
 #include <pthread.h>
 #include <stdint.h>
@@ -104,8 +132,8 @@ SM_INLINE bool sm_socket_ready(void)
     return sm_likely(__atomic_load_n(&sm_socket_state, __ATOMIC_ACQUIRE) == SM_SOCKET_READY) || sm_socket_init_slow();
 }
 
-/* The one allocation path every API function funnels into. */
-SM_INLINE void *sm_socket_alloc(size_t size, size_t align, unsigned flags)
+/* The whole allocation path: the socket's checks, start-up, then the stack. */
+SM_INLINE void *sm_socket_alloc_stack(size_t size, size_t align, unsigned flags)
 {
     if (sm_unlikely(size > SM_SOCKET_MAX_REQUEST || align > SM_SOCKET_MAX_REQUEST / 2 || !sm_socket_ready())) {
         errno = ENOMEM;
@@ -126,13 +154,71 @@ SM_INLINE void *sm_socket_alloc(size_t size, size_t align, unsigned flags)
     return p;
 }
 
+SM_INLINE void sm_socket_free_stack(void *ptr, size_t size, unsigned flags)
+{
+    sm_mctx_t c = sm_mctx_block(ptr, size, flags);
+    SM_NEXT_FN(free)(&c);
+}
+
+#ifndef SM_SOCKET_HIT_PATH
+#ifdef SM_LAYER_HAS_HIT_PATH
+#define SM_SOCKET_HIT_PATH 1
+#else
+#define SM_SOCKET_HIT_PATH 0
+#endif
+#endif
+
+#if SM_SOCKET_HIT_PATH
+/* The misses (see the header comment). noinline keeps the stack out of the hit path (inlined
+ * beside it, its register needs would make every call save registers on entry), and gives the
+ * whole stack one copy in the library instead of one per API function. Not `cold`: requests the
+ * top layer does not cache (large ones) are served here at full speed. */
+static __attribute__((noinline)) void *sm_socket_alloc_miss(size_t size, size_t align, unsigned flags)
+{
+    return sm_socket_alloc_stack(size, align, flags);
+}
+
+static __attribute__((noinline)) void sm_socket_free_miss(void *ptr, size_t size, unsigned flags)
+{
+    (void)sm_socket_ready(); /* a failed start-up leaves the free to the stack, as it always was */
+#if SM_SOCKET_THREAD_EXIT
+    if (sm_unlikely(!sm_socket_thread_attached))
+        sm_socket_thread_attach();
+#endif
+    sm_socket_free_stack(ptr, size, flags);
+}
+
+/* The one allocation path every API function funnels into. */
+SM_INLINE void *sm_socket_alloc(size_t size, size_t align, unsigned flags)
+{
+    if (align <= SM_MIN_ALIGN) {
+        void *p = SM_NEXT_FN(alloc_hit)(size);
+        if (sm_likely(p != NULL))
+            return (flags & SM_F_ZERO) ? memset(p, 0, size) : p; /* a cached object holds old data */
+    }
+    return sm_socket_alloc_miss(size, align, flags);
+}
+
 SM_INLINE void sm_socket_free(void *ptr, size_t size, unsigned flags)
 {
     if (!ptr)
         return;
-    sm_mctx_t c = sm_mctx_block(ptr, size, flags);
-    SM_NEXT_FN(free)(&c);
+    if (sm_likely(SM_NEXT_FN(free_hit)(ptr, size, flags)))
+        return;
+    sm_socket_free_miss(ptr, size, flags);
 }
+#else
+SM_INLINE void *sm_socket_alloc(size_t size, size_t align, unsigned flags)
+{
+    return sm_socket_alloc_stack(size, align, flags);
+}
+
+SM_INLINE void sm_socket_free(void *ptr, size_t size, unsigned flags)
+{
+    if (ptr)
+        sm_socket_free_stack(ptr, size, flags);
+}
+#endif
 
 /* Usable size of an owned block; 0 (after reporting) for a pointer no layer owns. */
 SM_INLINE size_t sm_socket_usable(void *ptr, const char *api)
@@ -151,10 +237,10 @@ SM_EXPORT void SM_API(free)(void *ptr) { sm_socket_free(ptr, 0, 0); }
 SM_EXPORT void *SM_API(calloc)(size_t n, size_t size)
 {
     size_t total;
-    if (sm_unlikely(__builtin_mul_overflow(n, size, &total))) {
-        errno = ENOMEM;
-        return NULL;
-    }
+    /* An overflow asks for SIZE_MAX bytes, which every path refuses with ENOMEM: one exit for
+     * every failure, and no error branch beside the hit path's tail call to memset. */
+    if (sm_unlikely(__builtin_mul_overflow(n, size, &total)))
+        total = SIZE_MAX;
     return sm_socket_alloc(total, SM_MIN_ALIGN, SM_F_ZERO);
 }
 

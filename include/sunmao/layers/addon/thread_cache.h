@@ -42,6 +42,14 @@
  *           (the empty cache has limit 0, so a new thread's first free goes to the slow path too)
  * No lock, no atomic read-modify-write, no syscall, no division. The empty cache is const: a write
  * to it faults, which keeps the "every limit is 0" invariant honest.
+ * Everything else — a miss, an overflow, a size outside the range, an aligned request, a block the
+ * cache does not take, the empty or retired cache — leaves through one out-of-line call per
+ * operation (alloc_miss, free_miss) taking scalars, which also holds the one pass-down call site.
+ * So the inlined hit path needs no saved registers and never builds the context in memory: with
+ * gcc 12 malloc's hit is 22 instructions and no stack frame, its miss a tail call. Beyond the
+ * contract, for a socket: L_alloc_hit(size) and L_free_hit(p, size, flags) are the hit paths alone
+ * (NULL / false on a miss, nothing changed), safe before the stack is created, so the socket can
+ * leave its own checks and start-up to its misses (sockets/libc_api.h).
  *
  * Why initial-exec TLS. The pointer is `static __thread` with tls_model("initial-exec"): reaching
  * it is one %fs-relative load, where the default model of a shared library costs a call to
@@ -304,7 +312,8 @@ SM_SLOWPATH void SM_FN(init_once)(void)
     for (unsigned cls = first; cls <= last; cls++)
         SM_FN(obj).class_bytes[cls] = (uint32_t)SM_SIZECLASS_FN(class_to_size)(cls);
     for (size_t i = 0; i < (size_t)SM_FN(class_table_len); i++) {
-        unsigned cls = SM_SIZECLASS_FN(size_to_class)(i * 16);
+        /* entry 0 serves malloc(0) on the hit path, which the socket would make a 1-byte request */
+        unsigned cls = SM_SIZECLASS_FN(size_to_class)(i ? i * 16 : 1);
         if (i && SM_SIZECLASS_FN(size_to_class)(i * 16 - 15) != cls) {
             SM_FN(report_setup)("a class boundary of the sizeclass policy is not a multiple of 16; caching off");
             return;
@@ -351,9 +360,7 @@ SM_INLINE void SM_FN(event)(struct SM_FN(cache) *cache)
 }
 
 /* malloc missed the list of `size`: refill it with one batch from the next layer and return the
- * first object, or NULL to send the request to the next layer. Takes the size, not the request:
- * a request whose address went to an out-of-line function would have to be built in memory on
- * the fast path too. */
+ * first object, or NULL to send the request to the next layer. */
 SM_SLOWPATH void *SM_FN(refill)(size_t size)
 {
     struct SM_FN(cache) *cache = SM_FN(cache_get)();
@@ -394,14 +401,14 @@ SM_SLOWPATH bool SM_FN(on_list)(const struct SM_FN(list) *l, const void *p)
     return false;
 }
 
-/* A free that found its list full (or the cache missing, or p tagged); size is the size the class
- * was taken from. True if p was taken care of; false sends it to the next layer. */
-SM_SLOWPATH bool SM_FN(free_slow)(void *p, size_t size)
+/* A cacheable free that found its list full (or the cache missing, or p tagged); `key` is the size
+ * the class was taken from. True if p was taken care of; false sends it to the next layer. */
+SM_SLOWPATH bool SM_FN(overflow)(void *p, size_t key)
 {
     struct SM_FN(cache) *cache = SM_FN(cache_get)();
     if (!cache)
         return false;
-    unsigned cls = SM_FN(class_of)(size); /* again, as in refill */
+    unsigned cls = SM_FN(class_of)(key); /* again, as in refill */
     struct SM_FN(list) *l = &cache->list[cls];
 #if SM_OPT_DOUBLE_FREE_CHECK
     if (((uintptr_t *)p)[1] == cache->tag) {
@@ -436,65 +443,133 @@ SM_SLOWPATH bool SM_FN(free_slow)(void *p, size_t size)
     return cached;
 }
 
+/* ---- The hit paths ----
+ * Each is a few loads and stores on the thread's own cache, with one test per way to miss; on a
+ * miss it changes nothing and answers NULL / false. They read only the TLS pointer (the empty
+ * cache until this thread's first slow path), the class table (all 0 until built) and, for an
+ * unsized free, the next layer's getmeta, so they are safe before the stack is created: a socket
+ * may call them first and run its start-up only on their misses (sockets/libc_api.h). */
+
+/* malloc's hit: an object of size's class (size 0 is served as 1) with the default alignment. */
+SM_INLINE void *SM_FN(alloc_hit)(size_t size)
+{
+    if (!SM_FN(handles_size)(size))
+        return NULL;
+    struct SM_FN(list) *l = &SM_FN(tls)->list[SM_FN(class_of)(size)];
+    void *head = l->head;
+    if (sm_unlikely(!head))
+        return NULL;
+    uint32_t count = l->count - 1;
+    l->head = *(void **)head;
+    l->count = count;
+    if (count < l->low)
+        l->low = (uint16_t)count;
+#if SM_OPT_DOUBLE_FREE_CHECK
+    ((uintptr_t *)head)[1] = 0;
+#endif
+    return head;
+}
+
+/* Whether a block may be cached, and under which size (`*key`, whose class is its list): for a
+ * sized free the size the caller gives, else the usable size, cached only if it is exactly a class
+ * size in range (0 for a class not cached, or before the tables exist). */
+SM_INLINE bool SM_FN(cacheable)(void *p, size_t size, unsigned flags, size_t *key)
+{
+    if (flags & SM_F_SIZED) {
+        *key = size;
+        return SM_FN(handles_size)(size);
+    }
+    sm_mctx_t m = sm_mctx_block(p, 0, 0);
+    bool owned = SM_NEXT_FN(getmeta)(&m);
+    *key = m.usable;
+    return owned && m.usable <= (size_t)(SM_SIZE_MAX) && SM_FN(obj).class_bytes[SM_FN(class_of)(m.usable)] == m.usable;
+}
+
+/* Pushes a cacheable block if its list has room and it is not tagged as cached already. */
+SM_INLINE bool SM_FN(push)(void *p, size_t key)
+{
+    struct SM_FN(cache) *cache = SM_FN(tls);
+    struct SM_FN(list) *l = &cache->list[SM_FN(class_of)(key)];
+#if SM_OPT_DOUBLE_FREE_CHECK
+    bool room = l->count < l->limit && ((uintptr_t *)p)[1] != cache->tag;
+#else
+    bool room = l->count < l->limit;
+#endif
+    if (sm_unlikely(!room))
+        return false;
+    ((void **)p)[0] = l->head;
+#if SM_OPT_DOUBLE_FREE_CHECK
+    ((uintptr_t *)p)[1] = cache->tag;
+#endif
+    l->head = p;
+    l->count++;
+    return true;
+}
+
+/* free's hit: true if p (non-NULL; size and flags as in the context) went onto its list. */
+SM_INLINE bool SM_FN(free_hit)(void *p, size_t size, unsigned flags)
+{
+    size_t key;
+    return SM_FN(cacheable)(p, size, flags, &key) && SM_FN(push)(p, key);
+}
+
+/* ---- The misses ----
+ * Everything the hit paths do not do leaves them through one out-of-line call per operation,
+ * which takes the request as scalars and rebuilds the context in its own frame. That is what keeps
+ * the inlined hit path short: a context whose address reached an out-of-line function would have
+ * to be stored to memory before the first test, and the next layers inlined beside the hit path
+ * (the pass-down of every size the cache does not serve) would make the compiler save registers
+ * on entry, for the hits too. The pass-down is the one call site of the next layer's alloc/free
+ * (docs/layers.md). Not `cold`: requests outside the cached range run here at full speed. */
+
+/* The result of alloc_miss: two words, returned in registers. */
+struct SM_FN(got) {
+    void *ptr;
+    unsigned flags; /* the context's flags after the next layer (SM_F_FRESH) */
+};
+
+static __attribute__((noinline)) struct SM_FN(got) SM_FN(alloc_miss)(size_t size, size_t align, unsigned flags, int cpu)
+{
+    sm_mctx_t r = sm_mctx_alloc(size, align, flags);
+    r.cpu = cpu;
+    if (SM_FN(handles_size)(size) && align <= SM_MIN_ALIGN) {
+        void *p = SM_FN(refill)(size);
+        if (p)
+            return (struct SM_FN(got)){ p, flags };
+    }
+    SM_NEXT_FN(alloc)(&r);
+    return (struct SM_FN(got)){ r.ptr, r.flags };
+}
+
+/* key: as cacheable() set it, or SIZE_MAX for a block the cache does not take (no class size is). */
+static __attribute__((noinline)) void SM_FN(free_miss)(void *p, size_t size, unsigned flags, int cpu, size_t key)
+{
+    if (key != SIZE_MAX && SM_FN(overflow)(p, key))
+        return;
+    sm_mctx_t r = sm_mctx_block(p, size, flags);
+    r.cpu = cpu;
+    SM_NEXT_FN(free)(&r);
+}
+
 SM_INLINE void *SM_FN(alloc)(sm_mctx_t *c)
 {
-    if (SM_FN(handles_size)(c->size) && c->align <= SM_MIN_ALIGN) {
-        struct SM_FN(list) *l = &SM_FN(tls)->list[SM_FN(class_of)(c->size)];
-        void *head = l->head;
-        if (sm_likely(head)) {
-            uint32_t count = l->count - 1;
-            l->head = *(void **)head;
-            l->count = count;
-            if (count < l->low)
-                l->low = (uint16_t)count;
-#if SM_OPT_DOUBLE_FREE_CHECK
-            ((uintptr_t *)head)[1] = 0;
-#endif
-            return c->ptr = head;
-        }
-        void *p = SM_FN(refill)(c->size);
-        if (p)
+    if (c->align <= SM_MIN_ALIGN) {
+        void *p = SM_FN(alloc_hit)(c->size);
+        if (sm_likely(p != NULL))
             return c->ptr = p;
     }
-    /* One call site for everything the cache does not serve (see docs/layers.md). */
-    return SM_NEXT_FN(alloc)(c);
+    struct SM_FN(got) got = SM_FN(alloc_miss)(c->size, c->align, c->flags, c->cpu);
+    c->flags = got.flags;
+    return c->ptr = got.ptr;
 }
 
 SM_INLINE void SM_FN(free)(sm_mctx_t *c)
 {
-    void *p = c->ptr;
-    size_t size = c->size;
-    bool cacheable;
-    if (c->flags & SM_F_SIZED) {
-        cacheable = SM_FN(handles_size)(size);
-    } else {
-        sm_mctx_t m = sm_mctx_block(p, 0, 0);
-        cacheable = SM_NEXT_FN(getmeta)(&m) && m.usable <= (size_t)(SM_SIZE_MAX);
-        size = m.usable;
-        /* exactly a cached class's size (0 for a class not cached, or before the tables exist) */
-        cacheable = cacheable && SM_FN(obj).class_bytes[SM_FN(class_of)(size)] == size;
-    }
-    if (cacheable) {
-        struct SM_FN(cache) *cache = SM_FN(tls);
-        struct SM_FN(list) *l = &cache->list[SM_FN(class_of)(size)];
-#if SM_OPT_DOUBLE_FREE_CHECK
-        bool fast = l->count < l->limit && ((uintptr_t *)p)[1] != cache->tag;
-#else
-        bool fast = l->count < l->limit;
-#endif
-        if (sm_likely(fast)) {
-            ((void **)p)[0] = l->head;
-#if SM_OPT_DOUBLE_FREE_CHECK
-            ((uintptr_t *)p)[1] = cache->tag;
-#endif
-            l->head = p;
-            l->count++;
-            return;
-        }
-        if (SM_FN(free_slow)(p, size))
-            return;
-    }
-    SM_NEXT_FN(free)(c);
+    size_t key;
+    bool cacheable = SM_FN(cacheable)(c->ptr, c->size, c->flags, &key);
+    if (sm_likely(cacheable && SM_FN(push)(c->ptr, key)))
+        return;
+    SM_FN(free_miss)(c->ptr, c->size, c->flags, c->cpu, cacheable ? key : SIZE_MAX);
 }
 
 SM_INLINE bool SM_FN(getmeta)(sm_mctx_t *c) { return SM_NEXT_FN(getmeta)(c); }
@@ -531,3 +606,6 @@ SM_INLINE void SM_FN(fork_child)(void) { SM_NEXT_FN(fork_child)(); }
 #undef SM_OPT_GC_EVENTS
 #undef SM_OPT_DOUBLE_FREE_CHECK
 #include "../../core/layer_end.h"
+/* Tells a socket included next that its top layer has the hit paths above (sockets/libc_api.h);
+ * defined after layer_end.h, so that a template included after this one can clear it there. */
+#define SM_LAYER_HAS_HIT_PATH 1

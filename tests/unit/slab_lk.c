@@ -257,7 +257,7 @@ static void no_overlap_one(const inst_t *t, size_t n)
     for (size_t i = 0; i < n; i++)
         t->free(v[i].p);
     free(v);
-    /* what stays below: at most one empty slab per class (and the page-map nodes) */
+    /* what stays below: at most one empty slab per class (and the page-map leaves) */
     CHECKF(t->fake_blocks_sized(t->slab) <= t->classes, "%s: %zu slabs kept for %u classes", t->name,
            t->fake_blocks_sized(t->slab), t->classes);
     CHECKF(t->fake_bad_frees() == 0, "%s: bad frees reached the next layer", t->name);
@@ -305,7 +305,7 @@ static void aligned(void)
 static void hysteresis(void)
 {
     const inst_t *t = &sl_tc_inst;
-    const size_t size = 256; /* 64 KiB slabs, unlike the 32 KiB page-map nodes */
+    const size_t size = 256; /* 64 KiB slabs, unlike the 8 MiB page-map leaves */
     enum { N = 2000 };       /* about eight slabs */
     static void *objs[N];
     objs[0] = t->alloc(size, 0);
@@ -317,7 +317,7 @@ static void hysteresis(void)
         CHECK(objs[i] != NULL);
         check_fill(objs[i], size, (unsigned)i);
     }
-    /* the kept slab plus new slabs (the fake's other allocations are page-map nodes) */
+    /* the kept slab plus new slabs (the fake's other allocations are page-map leaves) */
     size_t grown = t->fake_blocks_sized(t->slab) - base;
     CHECKF(grown >= 6 && grown <= t->fake_allocs() - allocs_before, "slabs grew by %zu, base %zu", grown, base);
     for (int i = 0; i < N; i++) {
@@ -418,7 +418,7 @@ static void out_of_memory(void)
     sm_mctx_t c = sm_mctx_alloc(64, 0, 0);
     CHECK(sl_oom_alloc(&c) == NULL && c.ptr == NULL && errno == ENOMEM);
 
-    /* room for a slab but not for the page-map nodes: the slab must go back */
+    /* room for a slab but not for the page-map leaf: the slab must go back */
     errno = 0;
     fk_oom_obj.limit_bytes = 65536;
     c = sm_mctx_alloc(64, 0, 0);
@@ -426,8 +426,8 @@ static void out_of_memory(void)
     CHECKF(fk_oom_obj.live_blocks == 0 && fk_oom_obj.allocs == fk_oom_obj.frees, "%zu blocks leaked",
            fk_oom_obj.live_blocks);
 
-    /* two map nodes and two slabs */
-    fk_oom_obj.limit_bytes = 2 * SM_PAGEMAP_NODE_BYTES + 2 * 65536;
+    /* a map leaf and two slabs */
+    fk_oom_obj.limit_bytes = SM_PAGEMAP2_LEAF_BYTES + 2 * 65536;
     enum { MAX = 1000 };
     static void *objs[MAX + 2];
     int n = 0;
@@ -588,10 +588,10 @@ static void batch_alloc(void)
 
     /* out of memory: a partial batch, then 0 with ENOMEM; then recovery */
     size_t limit_before = fk_oom_obj.limit_bytes;
-    fk_oom_obj.limit_bytes = fk_oom_obj.live_bytes + 65536 + 2 * SM_PAGEMAP_NODE_BYTES; /* a slab (and map nodes) */
+    fk_oom_obj.limit_bytes = fk_oom_obj.live_bytes + 65536 + SM_PAGEMAP2_LEAF_BYTES; /* a slab (and a map leaf) */
     c = sm_mctx_alloc(2048, 0, 0);
     void *first = NULL;
-    if (sl_oom_alloc(&c)) /* make sure the map nodes exist, then give the object back */
+    if (sl_oom_alloc(&c)) /* make sure the map leaf exists, then give the object back */
         first = c.ptr;
     if (first) {
         sm_mctx_t f = sm_mctx_block(first, 0, 0);
@@ -666,6 +666,52 @@ static void batch_free(void)
     CHECKF(err_counts[SM_ERR_DOUBLE_FREE] == 3, "a, d, e were not freed by the batch");
 }
 
+/* The page-map word carries the class, and the object size where it fits in 16 bits, so getmeta
+ * (a thread cache's free) answers without loading the descriptor. For every class: the word of an
+ * object's first and last byte (another granule in the larger slabs) names the class, the size and
+ * the slab (aligned, below the object); getmeta's usable size is the class size, and an interior
+ * pointer is still refused. */
+#define MAP_WORD_CASE(SL, SLAB)                                                                      \
+    static void SL##_map_word(void)                                                                \
+    {                                                                                              \
+        const inst_t *t = &SL##_inst;                                                              \
+        for (unsigned cls = 0; cls < t->classes && t->class_size(cls) <= t->max; cls++) {          \
+            size_t size = t->class_size(cls), usable = 0;                                          \
+            const char *owner = NULL;                                                              \
+            char *a = t->alloc(size, 0);                                                           \
+            CHECKF(a != NULL, "%s: class %u", t->name, cls);                                       \
+            if (!a)                                                                                \
+                return;                                                                            \
+            uintptr_t w = SL##_lookup(a), last = SL##_lookup(a + size - 1);                        \
+            char *slab = (char *)SL##_word_slab(w);                                                \
+            CHECKF(w == last, "%s: class %u: words %#lx and %#lx", t->name, cls, (unsigned long)w,   \
+                   (unsigned long)last);                                                           \
+            CHECKF(SL##_word_cls(w) == cls, "%s: word of class %u names class %u", t->name, cls,     \
+                   SL##_word_cls(w));                                                              \
+            CHECKF((w >> SM_PAGEMAP_ADDR_BITS) == (size < 65536 ? size : 0),                       \
+                   "%s: class %u (%zu B): word carries size %lu", t->name, cls, size,              \
+                   (unsigned long)(w >> SM_PAGEMAP_ADDR_BITS));                                    \
+            CHECKF(sm_ptr_aligned(slab, SLAB) && slab < a, "%s: class %u: slab %p, object %p", t->name, \
+                   cls, (void *)slab, (void *)a);                                                  \
+            CHECKF(t->getmeta(a, &usable, &owner) && usable == size && !strcmp(owner, t->name),    \
+                   "%s: class %u: getmeta usable %zu, want %zu", t->name, cls, usable, size);      \
+            CHECKF(!t->getmeta(a + 8, &usable, &owner), "%s: class %u: interior pointer accepted",  \
+                   t->name, cls);                                                                  \
+            t->free(a);                                                                            \
+        }                                                                                          \
+    }
+MAP_WORD_CASE(sl_tc, 65536)
+MAP_WORD_CASE(sl_lb, 65536)
+MAP_WORD_CASE(sl_iv, 16384)
+static void map_word(void)
+{
+    err_reset();
+    sl_tc_map_word();
+    sl_lb_map_word();
+    sl_iv_map_word();
+    CHECK(err_total() == 0);
+}
+
 static void fork_hooks(void)
 {
     /* prepare takes every lock and the fake's; parent releases them all, so allocation works after */
@@ -684,6 +730,7 @@ int main(void)
     sm_err_callback_set(on_error);
     CHECK(sl_tc_create() == 0 && sl_lb_create() == 0 && sl_iv_create() == 0);
     RUN_CASE(every_class);
+    RUN_CASE(map_word);
     RUN_CASE(no_overlap);
     RUN_CASE(aligned);
     RUN_CASE(hysteresis);

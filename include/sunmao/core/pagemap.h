@@ -83,4 +83,55 @@ static inline bool sm_pagemap_set(sm_pagemap_t *m, unsigned shift, const void *a
     return true;
 }
 
+/* A two-level variant, for maps on the hottest paths: one dependent load less per lookup (a
+ * thread cache's free waits on it; measured 1-1.5 ns of a 12-13 ns malloc+free pair). The root
+ * has SM_PAGEMAP2_ROOT_LEN(shift) entries in the owner's static storage: 32 KiB for a 64 KiB
+ * granule, more for finer ones (only the pages of it in use are ever touched, a page per 32 GiB
+ * of address space at 64 KiB). Leaves hold 2^20 words (8 MiB, from node_alloc like the nodes
+ * above): large enough that the next layers pass them on to the OS, whose fresh pages are zero
+ * and stay untouched where no granule is set (a page of leaf per 32 MiB of address space at a
+ * 64 KiB granule). Same rules as the three-level map otherwise: lock-free lookups, updates
+ * serialised by the owner, nodes never freed. Declare the root as
+ *     uintptr_t *root[SM_PAGEMAP2_ROOT_LEN(shift)];   (zero-initialised) */
+#define SM_PAGEMAP2_LEAF_BITS        20
+#define SM_PAGEMAP2_LEAF_BYTES       ((size_t)sizeof(uintptr_t) << SM_PAGEMAP2_LEAF_BITS)
+#define SM_PAGEMAP2_ROOT_LEN(shift)  ((size_t)1 << (SM_PAGEMAP_ADDR_BITS - (shift) - SM_PAGEMAP2_LEAF_BITS))
+
+/* The word for the granule holding addr; 0 where nothing was set. */
+SM_INLINE uintptr_t sm_pagemap2_get(uintptr_t *const *root, unsigned shift, const void *addr)
+{
+    uintptr_t g = (uintptr_t)addr >> shift;
+    if (sm_unlikely(g >> (SM_PAGEMAP_ADDR_BITS - shift)))
+        return 0;
+    uintptr_t *leaf = __atomic_load_n(&root[g >> SM_PAGEMAP2_LEAF_BITS], __ATOMIC_ACQUIRE);
+    if (!leaf)
+        return 0;
+    return __atomic_load_n(&leaf[g & (((uintptr_t)1 << SM_PAGEMAP2_LEAF_BITS) - 1)], __ATOMIC_RELAXED);
+}
+
+/* Set the word of every granule in [addr, addr + len), as sm_pagemap_set. node_alloc is asked
+ * for SM_PAGEMAP2_LEAF_BYTES. Caller holds the owner's lock. */
+static inline bool sm_pagemap2_set(uintptr_t **root, unsigned shift, const void *addr, size_t len, uintptr_t value,
+                                   sm_pagemap_node_alloc_fn *node_alloc)
+{
+    uintptr_t g = (uintptr_t)addr >> shift;
+    uintptr_t end = ((uintptr_t)addr + len + ((uintptr_t)1 << shift) - 1) >> shift;
+    if (end > ((uintptr_t)1 << (SM_PAGEMAP_ADDR_BITS - shift)))
+        return false;
+    for (; g < end; g++) {
+        uintptr_t **slot = &root[g >> SM_PAGEMAP2_LEAF_BITS];
+        uintptr_t *leaf = *slot;
+        if (!leaf) {
+            if (value == 0)
+                continue; /* clearing a granule that was never set */
+            leaf = (uintptr_t *)node_alloc(SM_PAGEMAP2_LEAF_BYTES);
+            if (!leaf)
+                return false;
+            __atomic_store_n(slot, leaf, __ATOMIC_RELEASE);
+        }
+        __atomic_store_n(&leaf[g & (((uintptr_t)1 << SM_PAGEMAP2_LEAF_BITS) - 1)], value, __ATOMIC_RELAXED);
+    }
+    return true;
+}
+
 #endif

@@ -544,14 +544,18 @@ static void hit_paths_body(void)
     r = sm_mctx_block(b, 0, 0);
     sl_free(&r);
 
-    t_free(t_malloc(64)); /* the first slow path: the cache exists and 64's list holds one object */
+    t_free(t_malloc(64)); /* the first slow path: the cache exists and 64's list holds its first
+                           * fetch, two cache lines of objects (2 of 64 bytes), plus the freed one */
+    CHECKF(my_list(64)->count == 2, "count %u", (unsigned)my_list(64)->count);
+    void *q = tcache_alloc_hit(64);
     void *p = tcache_alloc_hit(64);
-    CHECK(p != NULL && my_list(64)->count == 0);
+    CHECK(q != NULL && p != NULL && my_list(64)->count == 0);
     CHECK(tcache_alloc_hit(64) == NULL); /* empty list: a miss, not a refill */
     CHECK(tcache_free_hit(p, 0, 0) && my_list(64)->count == 1);
     CHECK(tcache_alloc_hit(60) == p); /* same class */
     CHECK(tcache_free_hit(p, 60, SM_F_SIZED) && tcache_alloc_hit(64) == p);
     t_free(p);
+    t_free(q);
     /* malloc(0) on the hit path gets an object of the smallest class, as malloc(1) would */
     void *one = t_malloc(1);
     t_free(one);
@@ -564,6 +568,29 @@ static void hit_paths_body(void)
     t_free(big);
 }
 static void hit_paths(void) { in_thread(hit_paths_body); }
+
+/* Two threads that each take their first small object must not get neighbours in one cache line:
+ * a line written by two cores ping-pongs between them (Hoard's cache-thrash). */
+static void *first_object(void *unused)
+{
+    (void)unused;
+    void *p = t_malloc(8);
+    return p;
+}
+static void first_objects_do_not_share_lines(void)
+{
+    pthread_t a, b;
+    void *pa, *pb;
+    pthread_create(&a, NULL, first_object, NULL);
+    pthread_join(a, &pa);
+    pthread_create(&b, NULL, first_object, NULL);
+    pthread_join(b, &pb);
+    CHECK(pa && pb);
+    uintptr_t la = (uintptr_t)pa / 64, lb = (uintptr_t)pb / 64;
+    CHECKF(la != lb, "%p and %p share a cache line", pa, pb);
+    t_free(pa);
+    t_free(pb);
+}
 
 /* What the next layer says about a block (SM_F_FRESH) reaches the caller through the miss path,
  * so a calloc above can skip its memset; a cached object never claims it. */
@@ -791,6 +818,7 @@ int main(void)
     RUN_CASE(lifo_reuse);
     RUN_CASE(fill_patterns);
     RUN_CASE(slow_start);
+    RUN_CASE(first_objects_do_not_share_lines);
     RUN_CASE(overflow);
     RUN_CASE(gc_low_water);
     RUN_CASE(budget);

@@ -5,7 +5,9 @@
 #ifndef SUNMAO_TEST_CHECK_H
 #define SUNMAO_TEST_CHECK_H
 
+#include <pthread.h>
 #include <stdarg.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -52,6 +54,23 @@ static inline void check_run_case(const char *name, void (*fn)(void))
         check_failures_total++;
     else
         printf("ok %s: %s\n", check_program, name);
+}
+
+/* Runs fn((void *)i) on n threads, i = 0..n-1, and fails the current case for every thread that
+ * returns non-NULL (the convention of the stress helpers: the number of corrupted blocks, or -1
+ * when an allocation failed). */
+static inline void check_threads(int n, void *(*fn)(void *))
+{
+    pthread_t t[64];
+    if (n > 64)
+        n = 64;
+    for (int i = 0; i < n; i++)
+        pthread_create(&t[i], NULL, fn, (void *)(intptr_t)i);
+    for (int i = 0; i < n; i++) {
+        void *r;
+        pthread_join(t[i], &r);
+        CHECKF(r == NULL, "thread %d: %ld corrupted blocks or OOM", i, (long)(intptr_t)r);
+    }
 }
 
 static inline void check_skip(const char *name, const char *why) { printf("skip %s: %s: %s\n", check_program, name, why); }

@@ -166,14 +166,7 @@ static void *hammer(void *arg)
 static void threads_alloc_and_free_concurrently(void)
 {
     reset_errors();
-    pthread_t t[THREADS];
-    for (long i = 0; i < THREADS; i++)
-        pthread_create(&t[i], NULL, hammer, (void *)i);
-    for (int i = 0; i < THREADS; i++) {
-        void *r;
-        pthread_join(t[i], &r);
-        CHECKF(r == NULL, "thread %d: %ld corrupted blocks or OOM", i, (long)r);
-    }
+    check_threads(THREADS, hammer);
     CHECK(errors[SM_ERR_INVALID_FREE] == 0);
 }
 

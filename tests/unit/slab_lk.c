@@ -611,6 +611,44 @@ static void batch_alloc(void)
     CHECK(err_total() == 0 && fk_oom_obj.bad_frees == 0);
 }
 
+/* alloc_batch takes a bitmap word's objects at a time: batches that start and end inside words,
+ * and holes left by single frees, still give distinct objects of the class, every one of which
+ * frees cleanly (a miscount of a slab's free objects would show up as a double free or a slab
+ * released under a live object). */
+static void batch_alloc_words(void)
+{
+    err_reset();
+    enum { N = 1500 };
+    static void *objs[N];
+    sm_mctx_t c = sm_mctx_alloc(48, 0, 0);
+    unsigned n = 0;
+    for (unsigned chunk = 1; n < N; chunk = chunk % 13 + 1) {
+        unsigned want = chunk < N - n ? chunk : N - n;
+        unsigned got = sl_sp_alloc_batch(&c, objs + n, want);
+        CHECKF(got == want, "got %u of %u", got, want);
+        n += got;
+    }
+    for (unsigned i = 0; i < n; i += 3) { /* holes in every word */
+        sm_mctx_t f = sm_mctx_block(objs[i], 0, 0);
+        sl_sp_free(&f);
+    }
+    for (unsigned i = 0; i < n; i += 3) /* the holes, taken back one batch of one at a time */
+        CHECK(sl_sp_alloc_batch(&c, objs + i, 1) == 1);
+    for (unsigned i = 0; i < n; i++)
+        check_fill(objs[i], 48, i);
+    live_t *v = calloc(n, sizeof *v);
+    for (unsigned i = 0; i < n; i++)
+        v[i] = (live_t){ objs[i], 48, 48 };
+    qsort(v, n, sizeof *v, by_address);
+    for (unsigned i = 1; i < n; i++)
+        CHECKF(v[i - 1].p + 48 <= v[i].p, "objects %p and %p overlap", (void *)v[i - 1].p, (void *)v[i].p);
+    free(v);
+    for (unsigned i = 0; i < n; i++)
+        CHECKF(check_verify(objs[i], 48, i), "object %u overwritten", i);
+    sl_sp_free_batch(objs, n);
+    CHECKF(err_total() == 0, "%lu errors", err_total());
+}
+
 /* free_batch: runs of one class, mixed classes, foreign blocks passed on, every block validated
  * (double and interior frees reported once each and ignored), emptied slabs go back. */
 static void batch_free(void)
@@ -740,6 +778,7 @@ int main(void)
     RUN_CASE(stress_mutex);
     RUN_CASE(stress_spinlock);
     RUN_CASE(batch_alloc);
+    RUN_CASE(batch_alloc_words);
     RUN_CASE(batch_free);
     RUN_CASE(fork_hooks);
     return check_end();

@@ -499,14 +499,16 @@ static void sized_free_body(void)
 }
 static void sized_free(void) { in_thread(sized_free_body); }
 
-/* Aligned requests and sizes above the range go below; calloc is served from the cache (zeroed). */
+/* Alignments above 4 KiB and sizes above the range go below; calloc is served from the cache
+ * (zeroed). */
 static void pass_through_body(void)
 {
+    t_free(t_malloc(64)); /* the cache exists: what follows is only the pass-through requests */
     unsigned long allocs = CNT_GET(allocs);
-    void *a = t_aligned(100, 64), *b = t_malloc(8193), *c = t_malloc(1 << 20);
-    CHECKF(CNT_GET(allocs) - allocs >= 3, "%lu allocations below for 3 pass-through requests",
+    void *a = t_aligned(100, 8192), *b = t_malloc(8193), *c = t_malloc(1 << 20);
+    CHECKF(CNT_GET(allocs) - allocs == 3, "%lu allocations below for 3 pass-through requests",
            CNT_GET(allocs) - allocs);
-    CHECK(a && b && c && sm_ptr_aligned(a, 64));
+    CHECK(a && b && c && sm_ptr_aligned(a, 8192));
     t_free(a), t_free(b), t_free(c);
     unsigned char *p = t_malloc(500);
     memset(p, 0xAB, 500);
@@ -524,6 +526,55 @@ static void pass_through_body(void)
     CHECK(t_malloc(128) == al);
 }
 static void pass_through(void) { in_thread(pass_through_body); }
+
+/* Aligned requests up to 4 KiB are served from the list of the smallest class that is a multiple
+ * of the alignment, without a plain allocation below; a misaligned head (a block a sized free put
+ * on a list finer than its class) is never handed out for an aligned request. */
+static void aligned_body(void)
+{
+    t_free(t_malloc(64));
+    unsigned long allocs = CNT_GET(allocs);
+    for (size_t align = 32; align <= 4096; align *= 2) {
+        for (size_t n = 1; n <= 8192; n = n * 3 + 1) {
+            void *p[40];
+            for (int i = 0; i < 40; i++) {
+                p[i] = t_aligned(n, align);
+                size_t usable = p[i] ? t_usable(p[i]) : 0;
+                CHECKF(p[i] && sm_ptr_aligned(p[i], align) && usable >= n && usable % align == 0,
+                       "aligned(%zu, %zu) = %p, usable %zu", n, align, p[i], usable);
+            }
+            for (int i = 0; i < 40; i++)
+                t_free(p[i]);
+        }
+    }
+    CHECKF(CNT_GET(allocs) == allocs, "%lu aligned requests went below the cache", CNT_GET(allocs) - allocs);
+    /* a freed aligned block is reused by the next request for its class, aligned or not */
+    void *q = t_aligned(200, 256);
+    CHECK(q && t_usable(q) == 256);
+    t_free(q);
+    CHECK(t_aligned(129, 128) == q); /* 129 with 128-byte alignment: the 256 class */
+    t_free(q);
+    /* a 48-byte object named as 32 bytes (realloc kept it in place) joins the 32-byte list */
+    void *keep = t_malloc(32), *x[8], *m = NULL;
+    for (int i = 0; i < 8; i++) { /* consecutive 48-byte objects: every other one is not 32-aligned */
+        x[i] = t_malloc(48);
+        if (!m && ((uintptr_t)x[i] & 31))
+            m = x[i];
+    }
+    CHECK(m != NULL);
+    for (int i = 0; i < 8; i++)
+        if (x[i] != m)
+            t_free(x[i]);
+    t_free(keep);
+    t_free_sized(m, 32);
+    CHECK(my_list(32)->head == m);
+    void *al = t_aligned(20, 32);
+    CHECKF(al && al != m && sm_ptr_aligned(al, 32), "%p (misaligned head %p)", al, m);
+    CHECK(t_malloc(32) == m); /* still there for a plain request */
+    t_free(al);
+    t_free(m);
+}
+static void aligned(void) { in_thread(aligned_body); }
 
 /* The hit paths a socket calls first: before this thread's first slow path they miss and change
  * nothing (the stack may not even exist yet); after it they pop and push exactly as the full paths
@@ -600,9 +651,9 @@ static void fresh_flag_body(void)
     sm_mctx_t c = sm_mctx_alloc(100000, 0, SM_F_ZERO);
     void *big = tcache_alloc(&c);
     CHECKF(big && (c.flags & SM_F_FRESH) && (c.flags & SM_F_ZERO), "flags 0x%x", c.flags);
-    c = sm_mctx_alloc(100, 256, SM_F_ZERO); /* aligned: passed down as well */
+    c = sm_mctx_alloc(100, 8192, SM_F_ZERO); /* aligned above 4 KiB: passed down as well */
     void *al = tcache_alloc(&c);
-    CHECKF(al && sm_ptr_aligned(al, 256) && (c.flags & SM_F_FRESH), "flags 0x%x", c.flags);
+    CHECKF(al && sm_ptr_aligned(al, 8192) && (c.flags & SM_F_FRESH), "flags 0x%x", c.flags);
     __atomic_store_n(&cnt_mark_fresh, false, __ATOMIC_RELAXED);
     t_free(t_malloc(64));
     c = sm_mctx_alloc(64, 0, SM_F_ZERO);
@@ -826,6 +877,7 @@ int main(void)
     RUN_CASE(destructor_after_exit);
     RUN_CASE(sized_free);
     RUN_CASE(pass_through);
+    RUN_CASE(aligned);
     RUN_CASE(hit_paths);
     RUN_CASE(fresh_flag);
     RUN_CASE(double_free);

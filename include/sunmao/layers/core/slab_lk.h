@@ -421,9 +421,33 @@ SM_INLINE unsigned SM_FN(alloc_batch)(sm_mctx_t *c, void **out, unsigned n)
         struct SM_FN(slab) *s = k->partial;
         if (!s && !(s = SM_FN(refill)(k, cls)))
             break;
-        do /* take_locked unlinks the slab when it runs out, which ends this slab's turn */
-            out[got++] = SM_FN(take_locked)(k, s);
-        while (got < n && k->partial == s);
+        /* take_locked's work, a bitmap word at a time: the bits taken from one word are cleared
+         * with one store and counted once, so the class lock is held for about a ctz and an
+         * address per object (the lock is what the threads of a burst-heavy program wait on). */
+        if (sm_unlikely(s->nfree == s->nobjs))
+            k->empty_kept = false;
+        uint32_t nfree = s->nfree;
+        size_t size = s->size;
+        do {
+            unsigned w = (unsigned)__builtin_ctzll(s->nonempty_words);
+            uint64_t bits = s->free_bits[w];
+            char *base = s->objects + (size_t)w * 64 * size;
+            unsigned before = got;
+            do {
+                out[got++] = base + (size_t)__builtin_ctzll(bits) * size;
+                bits &= bits - 1;
+            } while (bits && got < n);
+            s->free_bits[w] = bits;
+            if (!bits)
+                s->nonempty_words &= ~((uint64_t)1 << w);
+            nfree -= got - before;
+        } while (nfree && got < n);
+        s->nfree = nfree;
+        if (!nfree) { /* full: off the list (it is the head) */
+            k->partial = s->next;
+            if (s->next)
+                s->next->prev = NULL;
+        }
     }
     SM_SYNC_FN(unlock)(&k->lock);
     if (!got && n)
@@ -461,12 +485,19 @@ SM_INLINE void SM_FN(free)(sm_mctx_t *c)
         SM_FN(slab_release)(release);
 }
 
-enum { SM_FN(batch_release_max) = 8 }; /* emptied slabs one lock section may set aside */
+enum {
+    SM_FN(batch_release_max) = 8, /* emptied slabs one lock section may set aside */
+    SM_FN(batch_run_max) = 64,    /* blocks one lock section frees */
+};
 
 /* Frees n blocks. A run of consecutive blocks of the same class is freed under one acquisition of
  * the class lock; every block is validated as free() validates it (an interior pointer or a double
  * free reaches the err policy after the lock is dropped, and is ignored). Blocks this layer does
- * not own go to the next layer's free one by one. The order of `blocks` is kept. */
+ * not own go to the next layer's free one by one. The order of `blocks` is kept.
+ * A run is resolved to (slab, index) pairs before the lock is taken — the page-map loads, the
+ * geometry check and the multiply are per-object work the class lock does not need to cover —
+ * so the lock is held for the bitmap updates alone (threads freeing bursts of one class wait on
+ * it). */
 SM_INLINE void SM_FN(free_batch)(void **blocks, unsigned n)
 {
     unsigned i = 0;
@@ -485,35 +516,44 @@ SM_INLINE void SM_FN(free_batch)(void **blocks, unsigned n)
             SM_FN(report)(SM_ERR_INVALID_FREE, p, "pointer into a slab is not the start of an object; ignored");
             continue;
         }
-        struct SM_FN(slab) *s = SM_FN(word_slab)(w);
-        struct SM_FN(class) *k = &SM_FN(obj).cls[cls];
-        struct SM_FN(slab) *release[SM_FN(batch_release_max)];
-        unsigned nrelease = 0;
-        void *double_freed = NULL;
-        SM_SYNC_FN(lock)(&k->lock);
-        for (;;) {
-            struct SM_FN(slab) *emptied = NULL;
-            if (sm_unlikely(!SM_FN(put_locked)(k, s, idx, &emptied))) {
-                double_freed = p; /* reported once unlocked; the run ends here */
-                break;
-            }
-            if (emptied) {
-                release[nrelease++] = emptied;
-                if (nrelease == SM_FN(batch_release_max))
-                    break; /* out of room: release these, then start a new run */
-            }
-            if (i == n)
-                break;
-            /* The next block joins this run only if it is a valid object of the same class;
-             * anything else is left to the outer loop, which passes it on or reports it. */
+        /* The run: this block and the valid blocks of the same class that follow it; anything
+         * else is left to the outer loop, which passes it on or reports it. */
+        unsigned first = i - 1, m = 0;
+        struct SM_FN(slab) *run_slab[SM_FN(batch_run_max)];
+        uint16_t run_idx[SM_FN(batch_run_max)];
+        run_slab[m] = SM_FN(word_slab)(w);
+        run_idx[m++] = (uint16_t)idx;
+        while (i < n && m < SM_FN(batch_run_max)) {
             p = blocks[i];
             w = SM_FN(lookup)(p);
             if (!w || SM_FN(word_cls)(w) != cls || (idx = SM_FN(object_index)(g, w, p)) >= g->nobjs)
                 break;
-            s = SM_FN(word_slab)(w);
+            run_slab[m] = SM_FN(word_slab)(w);
+            run_idx[m++] = (uint16_t)idx;
             i++;
         }
+        struct SM_FN(class) *k = &SM_FN(obj).cls[cls];
+        struct SM_FN(slab) *release[SM_FN(batch_release_max)];
+        unsigned nrelease = 0, j = 0;
+        void *double_freed = NULL;
+        SM_SYNC_FN(lock)(&k->lock);
+        for (; j < m; j++) {
+            struct SM_FN(slab) *emptied = NULL;
+            if (sm_unlikely(!SM_FN(put_locked)(k, run_slab[j], run_idx[j], &emptied))) {
+                double_freed = blocks[first + j]; /* reported once unlocked; the run ends here */
+                j++;
+                break;
+            }
+            if (emptied) {
+                release[nrelease++] = emptied;
+                if (nrelease == SM_FN(batch_release_max)) {
+                    j++;
+                    break; /* out of room: release these, then start a new run */
+                }
+            }
+        }
         SM_SYNC_FN(unlock)(&k->lock);
+        i = first + j; /* blocks of the run not freed yet go round again */
         if (double_freed)
             SM_FN(report)(SM_ERR_DOUBLE_FREE, double_freed, "object is already free; ignored");
         for (unsigned r = 0; r < nrelease; r++)

@@ -24,6 +24,8 @@
 #define SM_NEXT  sunmao_os
 #define SM_SYNC  mutex
 #define SM_ERR   warn
+#define SM_OPT_GROW 1
+#define SM_OPT_MAX_BYTES ((size_t)128 << 20)
 #include <sunmao/layers/addon/decay_cache.h>
 
 #define SM_LAYER           sunmao_medium

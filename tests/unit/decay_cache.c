@@ -65,7 +65,7 @@ static inline void cnt_fork_child(void) { mm_fork_child(); }
 #define SM_OPT_PURGE_LAZY 1
 #include <sunmao/layers/addon/decay_cache.h>
 
-/* Defaults, over a mmap_heap of its own: what libsunmao composes. */
+/* Defaults and growing, over a mmap_heap of its own: what libsunmao composes. */
 #define SM_LAYER mb
 #define SM_ERR callback
 #include <sunmao/os/mmap_heap.h>
@@ -73,6 +73,7 @@ static inline void cnt_fork_child(void) { mm_fork_child(); }
 #define SM_NEXT mb
 #define SM_SYNC mutex
 #define SM_ERR callback
+#define SM_OPT_GROW 1
 #include <sunmao/layers/addon/decay_cache.h>
 
 /* fake_next with the purge the layer needs (the fake's memory is not the OS's: zero it). */

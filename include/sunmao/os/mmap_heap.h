@@ -11,7 +11,8 @@
  *                                 more than a quarter of the thread heap)
  *   SM_OPT_HUGE_PAGES             1: ask for transparent huge pages on mappings >= 2 MiB, aligned to 2 MiB
  * Properties: thread-safe, page-aligned blocks, always zero-filled (SM_F_FRESH on every result).
- * Beyond the contract: L_purge(c) drops a live block's pages but keeps it mapped (for decay_cache).
+ * Beyond the contract: L_purge(c) drops a live block's pages but keeps it mapped, L_remap(c, n)
+ * grows a direct block, moving it if need be, and L_split(c, n) cuts one in two (for decay_cache).
  *
  * Every block handed out is recorded in a page map keyed by its first page, holding its size and
  * kind, so free without a size, getmeta and foreign-pointer detection cost one lock-free lookup.
@@ -356,6 +357,69 @@ SM_INLINE bool SM_FN(purge)(sm_mctx_t *c)
     if (bytes > size || bytes < c->size) /* past the block, or rounding wrapped around */
         bytes = size;
     return sm_os_purge(c->ptr, bytes, !(c->flags & SM_F_ZERO)) == 0;
+}
+
+/* Beyond the contract, for decay_cache: cut the live direct block c->ptr after its first n bytes
+ * (rounded up to pages) into two blocks, without a system call: the tail, returned, is recorded as
+ * a block of its own (its pages, resident or not, go with it) and either part can be freed, resized
+ * or remapped alone (munmap and mremap take any page range). NULL (block unchanged) for a carved
+ * block, nothing to cut, or no memory for a registry node. */
+SM_SLOWPATH SM_UNUSED void *SM_FN(split)(sm_mctx_t *c, size_t n)
+{
+    char *p = (char *)c->ptr;
+    uintptr_t w = SM_FN(word)(p);
+    if (!SM_FN(word_live)(w) || !(w & SM_FN(w_direct)) || n > SIZE_MAX / 2)
+        return NULL;
+    size_t size = w & ~(uintptr_t)SM_FN(w_kind_mask);
+    size_t head = sm_align_up(n ? n : 1, SM_FN(granularity)());
+    if (head >= size)
+        return NULL;
+    SM_SYNC_FN(lock)(&SM_FN(obj).lock);
+    bool ok = SM_FN(record)(p + head, (size - head) | SM_FN(w_direct));
+    if (ok)
+        SM_FN(record)(p, head | SM_FN(w_direct)); /* node exists: cannot fail */
+    SM_SYNC_FN(unlock)(&SM_FN(obj).lock);
+    return ok ? p + head : NULL;
+}
+
+/* Beyond the contract, for decay_cache: make the live direct block c->ptr n bytes long, moving it
+ * if it cannot grow in place (mremap moves the page tables, not the bytes: its resident pages stay
+ * resident, only the added tail faults in as zero pages). On success c->ptr is the block's new
+ * address and the old one is no longer a block; false (block unchanged) for a carved block, a
+ * pointer that is not a live direct block, or a failed system call. The destination is mapped and
+ * recorded first, so the registry never lacks the block, then the block is moved onto it. */
+SM_SLOWPATH SM_UNUSED bool SM_FN(remap)(sm_mctx_t *c, size_t n)
+{
+    void *p = c->ptr;
+    uintptr_t w = SM_FN(word)(p);
+    if (!SM_FN(word_live)(w) || !(w & SM_FN(w_direct)) || n > SIZE_MAX / 2)
+        return false;
+    size_t size = w & ~(uintptr_t)SM_FN(w_kind_mask);
+    size_t want = sm_align_up(n ? n : 1, SM_FN(granularity)());
+    if (want <= size)
+        return SM_FN(resize)(c, n);
+    if (SM_FN(resize)(c, n)) /* the pages after it were free */
+        return true;
+    char *q = (char *)sm_os_map(want);
+    if (!q)
+        return false;
+    SM_SYNC_FN(lock)(&SM_FN(obj).lock);
+    bool ok = SM_FN(record)(q, want | SM_FN(w_direct));
+    SM_SYNC_FN(unlock)(&SM_FN(obj).lock);
+    if (ok && mremap(p, size, want, MREMAP_MAYMOVE | MREMAP_FIXED, q) == q) {
+        SM_SYNC_FN(lock)(&SM_FN(obj).lock);
+        SM_FN(record)(p, 0);
+        SM_SYNC_FN(unlock)(&SM_FN(obj).lock);
+        c->ptr = q;
+        return true;
+    }
+    if (ok) {
+        SM_SYNC_FN(lock)(&SM_FN(obj).lock);
+        SM_FN(record)(q, 0);
+        SM_SYNC_FN(unlock)(&SM_FN(obj).lock);
+    }
+    sm_os_unmap(q, want);
+    return false;
 }
 
 SM_INLINE void SM_FN(thread_exit)(void)

@@ -25,6 +25,13 @@
  *   SM_OPT_PURGE_LAZY   0: purge with MADV_DONTNEED (default: RSS drops at once, as users and their
  *                       monitoring read it, and a purged block is reused as zero memory, SM_F_FRESH);
  *                       1: MADV_FREE (cheaper to reuse, RSS drops only under memory pressure)
+ *   SM_OPT_GROW         1: on a miss, grow the largest dirty cached block to the request with the next
+ *                       layer's bool N_remap(c, n) (resize that may move the block, updating c->ptr),
+ *                       and cut a too-large block with void *N_split(c, n) (returns the tail, now a
+ *                       block of its own) and keep the tail, instead of unmapping it: resident pages
+ *                       are reused instead of faulting new mappings in, and the cache does not pile up
+ *                       blocks too small for the requests (default 0: the next layer need not provide
+ *                       them; mmap_heap does)
  *   SM_OPT_MAX_BLOCKS   at most this many blocks cached (default 64)
  *   SM_OPT_MAX_BYTES    at most this many bytes cached, dirty or purged (default 256 MiB)
  * Properties: thread_safe when the sync policy and the next layer are (the next layer is called
@@ -83,6 +90,12 @@
 #endif
 #ifndef SM_OPT_PURGE_LAZY
 #define SM_OPT_PURGE_LAZY 0
+#endif
+#ifndef SM_OPT_GROW
+#define SM_OPT_GROW 0
+#endif
+#if SM_OPT_GROW != 0 && SM_OPT_GROW != 1
+#error "decay_cache: SM_OPT_GROW must be the literal 0 or 1"
 #endif
 #ifndef SM_OPT_MAX_BLOCKS
 #define SM_OPT_MAX_BLOCKS 64
@@ -232,6 +245,8 @@ SM_SLOWPATH void SM_FN(decay)(uint64_t now)
     SM_FN(do_chores)(&w);
 }
 
+SM_SLOWPATH bool SM_FN(keep)(sm_mctx_t *c, size_t size);
+
 /* Find and take a cached block for c; false on a miss. */
 SM_SLOWPATH bool SM_FN(take)(sm_mctx_t *c)
 {
@@ -243,7 +258,7 @@ SM_SLOWPATH bool SM_FN(take)(sm_mctx_t *c)
     size_t need = c->size, align = c->align < SM_MIN_ALIGN ? SM_MIN_ALIGN : c->align;
     size_t waste_ok = need / 100 * (SM_OPT_MAX_WASTE) + need % 100 * (SM_OPT_MAX_WASTE) / 100;
     SM_SYNC_FN(lock)(&SM_FN(obj).lock);
-    struct SM_FN(slot) *best = NULL;
+    struct SM_FN(slot) *best = NULL, *grow = NULL;
     for (unsigned i = 0; i < SM_OPT_MAX_BLOCKS; i++) {
         struct SM_FN(slot) *s = &SM_FN(obj).slots[i];
         if ((s->state != SM_FN(s_dirty) && s->state != SM_FN(s_purged)) || s->size < need ||
@@ -254,6 +269,18 @@ SM_SLOWPATH bool SM_FN(take)(sm_mctx_t *c)
             (s->size == best->size && (s->state < best->state ||
                                        (s->state == best->state && s->since_ms > best->since_ms))))
             best = s;
+    }
+    if (!best && SM_OPT_GROW && align <= (size_t)SM_PROP(SM_NEXT, min_align)) {
+        /* Nothing large enough: take the largest dirty block and grow it (moved by the next layer's
+         * remap, which moves page tables, not bytes). Its resident pages serve the front of the
+         * request without faults, only the difference faults in, and the cache stops holding it:
+         * separate mappings cannot coalesce, and this is how they still add up to a larger one. */
+        for (unsigned i = 0; i < SM_OPT_MAX_BLOCKS; i++) {
+            struct SM_FN(slot) *s = &SM_FN(obj).slots[i];
+            if (s->state == SM_FN(s_dirty) && (!grow || s->size > grow->size))
+                grow = s;
+        }
+        best = grow;
     }
     if (!best) {
         SM_SYNC_FN(unlock)(&SM_FN(obj).lock);
@@ -267,10 +294,32 @@ SM_SLOWPATH bool SM_FN(take)(sm_mctx_t *c)
     best->ptr = NULL, best->size = 0, best->state = SM_FN(s_empty);
     SM_SYNC_FN(unlock)(&SM_FN(obj).lock);
     c->ptr = p;
+#if SM_OPT_GROW /* a preprocessor test: without the option the next layer need not have remap */
+    if (best == grow) {
+        if (!SM_NEXT_FN(remap)(c, need)) { /* left as it was: return it, and the caller maps anew */
+            SM_FN(give_back)(p, size);
+            c->ptr = NULL;
+            return false;
+        }
+        c->flags &= ~(unsigned)SM_F_FRESH; /* dirty front */
+        return true;
+    }
+#endif
     /* Too large: cut it to the request (the next layer unmaps the tail), so a small request does not
      * pin a huge block's pages. If the next layer cannot, the whole block is still a valid answer. */
-    if (size - need > waste_ok)
-        (void)SM_NEXT_FN(resize)(c, need);
+    if (size - need > waste_ok) {
+#if SM_OPT_GROW
+        /* Cut the tail off and keep it: its resident pages stay reusable instead of unmapped. */
+        char *tail = (char *)SM_NEXT_FN(split)(c, need);
+        if (tail) {
+            size_t head = (size_t)(tail - p);
+            sm_mctx_t t = sm_mctx_block(tail, size - head, SM_F_SIZED);
+            if (!(size - head >= (size_t)(SM_OPT_MIN_CACHED) && SM_FN(keep)(&t, size - head)))
+                SM_NEXT_FN(free)(&t);
+        } else
+#endif
+            (void)SM_NEXT_FN(resize)(c, need);
+    }
     c->flags = zero ? c->flags | SM_F_FRESH : c->flags & ~(unsigned)SM_F_FRESH;
     return true;
 }
@@ -433,5 +482,6 @@ SM_INLINE void SM_FN(fork_child)(void)
 #undef SM_OPT_DECAY_MS
 #undef SM_OPT_PURGE_LAZY
 #undef SM_OPT_MAX_BLOCKS
+#undef SM_OPT_GROW
 #undef SM_OPT_MAX_BYTES
 #include "../../core/layer_end.h"

@@ -19,7 +19,7 @@
 #include <sunmao/os/mmap_heap.h>
 
 /* frees counts only blocks the decay cache could have kept, so the small blocks poke() frees do not. */
-static struct { unsigned long allocs, frees, purges; } counts;
+static struct { unsigned long allocs, frees, purges, remaps, splits; } counts;
 enum { cnt_thread_safe = 1, cnt_min_align = mm_min_align, cnt_zeroed = mm_zeroed };
 static inline int cnt_create(void) { return mm_create(); }
 static inline void *cnt_alloc(sm_mctx_t *c)
@@ -38,6 +38,16 @@ static inline bool cnt_purge(sm_mctx_t *c)
 {
     __atomic_fetch_add(&counts.purges, 1, __ATOMIC_RELAXED);
     return mm_purge(c);
+}
+static inline bool cnt_remap(sm_mctx_t *c, size_t n)
+{
+    __atomic_fetch_add(&counts.remaps, 1, __ATOMIC_RELAXED);
+    return mm_remap(c, n);
+}
+static inline void *cnt_split(sm_mctx_t *c, size_t n)
+{
+    __atomic_fetch_add(&counts.splits, 1, __ATOMIC_RELAXED);
+    return mm_split(c, n);
 }
 static inline bool cnt_getmeta(sm_mctx_t *c) { return mm_getmeta(c); }
 static inline bool cnt_resize(sm_mctx_t *c, size_t n) { return mm_resize(c, n); }
@@ -63,6 +73,17 @@ static inline void cnt_fork_child(void) { mm_fork_child(); }
 #define SM_ERR callback
 #define SM_OPT_DECAY_MS 50
 #define SM_OPT_PURGE_LAZY 1
+#include <sunmao/layers/addon/decay_cache.h>
+
+/* Growing and splitting (SM_OPT_GROW), counted: dc's bounds and decay. */
+#define SM_LAYER dg
+#define SM_NEXT cnt
+#define SM_SYNC mutex
+#define SM_ERR callback
+#define SM_OPT_DECAY_MS 50
+#define SM_OPT_MAX_BLOCKS 8
+#define SM_OPT_MAX_BYTES ((size_t)96 << 20)
+#define SM_OPT_GROW 1
 #include <sunmao/layers/addon/decay_cache.h>
 
 /* Defaults and growing, over a mmap_heap of its own: what libsunmao composes. */
@@ -155,6 +176,7 @@ static void start_clean(void)
 {
     dc_flush();
     dl_flush();
+    dg_flush();
     memset(errors, 0, sizeof errors);
 }
 
@@ -398,6 +420,151 @@ static void fork_hooks_leave_both_sides_usable(void)
     start_clean();
 }
 
+/* SM_OPT_GROW: a miss larger than every cached block grows the largest dirty one with remap. */
+static size_t cnt_usable(void *p)
+{
+    sm_mctx_t m = sm_mctx_block(p, 0, 0);
+    return mm_getmeta(&m) ? m.usable : 0;
+}
+
+static void grow_reuses_the_largest_dirty_block(void)
+{
+    start_clean();
+    sm_mctx_t a = ALLOC(dg, 2 * MiB, 16), b = ALLOC(dg, 4 * MiB, 16), small = ALLOC(dg, MiB, 16);
+    CHECK(a.ptr && b.ptr && small.ptr);
+    fill_pages(a.ptr, 2 * MiB, 61);
+    fill_pages(b.ptr, 4 * MiB, 62);
+    fill_pages(small.ptr, MiB, 63);
+    FREE(dg, a.ptr);
+    FREE(dg, b.ptr);
+    FREE(dg, small.ptr);
+    CHECK(dg_obj.blocks == 3 && dg_obj.bytes == 7 * MiB);
+    unsigned long allocs = counts.allocs, frees = counts.frees, remaps = counts.remaps, splits = counts.splits;
+    size_t resident_before = resident_pages(b.ptr, 4 * MiB);
+    sm_mctx_t g = ALLOC(dg, 6 * MiB, 16); /* larger than anything cached */
+    CHECK(g.ptr && counts.remaps == remaps + 1 && counts.allocs == allocs && counts.frees == frees);
+    CHECK(counts.splits == splits);
+    if (!g.ptr)
+        return;
+    char *q = (char *)g.ptr;
+    /* It is the 4 MiB block, in place or moved; either way the old address is no block any more. */
+    CHECKF(q == (char *)b.ptr || (cnt_usable(b.ptr) == 0 && unmapped(b.ptr)), "got %p from %p", (void *)q, b.ptr);
+    CHECK(q != (char *)a.ptr && q != (char *)small.ptr);
+    CHECKF(cnt_usable(q) == 6 * MiB, "usable %zu", cnt_usable(q));
+    if (cnt_usable(q) != 6 * MiB || (q != (char *)b.ptr && !unmapped(b.ptr)))
+        return; /* the wrong block grew: what follows would read unmapped pages */
+    sm_mctx_t m = sm_mctx_block(q, 0, 0);
+    CHECK(dg_getmeta(&m) && m.usable == 6 * MiB); /* owned, not reported as cached */
+    CHECK(!(g.flags & SM_F_FRESH)); /* dirty front */
+    /* The front holds the old block's pages (fill_pages keys on the address: compare the old one). */
+    bool front = true;
+    for (size_t off = 0; off < 4 * MiB; off += 4096)
+        front = front && *(size_t *)(q + off) == (((size_t)b.ptr + off) ^ 62);
+    CHECK(front);
+    CHECKF(resident_pages(q, 4 * MiB) == resident_before, "%zu of %zu pages resident after the grow",
+           resident_pages(q, 4 * MiB), resident_before);
+    CHECK(all_zero((unsigned char *)q + 4 * MiB, 2 * MiB));
+    /* The others stay cached, untouched. */
+    CHECK(dg_obj.blocks == 2 && dg_obj.bytes == 3 * MiB);
+    CHECK(pages_ok(a.ptr, 2 * MiB, 61) && pages_ok(small.ptr, MiB, 63));
+    fill_pages(q, 6 * MiB, 64);
+    /* A second miss takes the next largest (2 MiB), not the 1 MiB one. */
+    remaps = counts.remaps;
+    sm_mctx_t h = ALLOC(dg, 5 * MiB, 16);
+    CHECK(h.ptr && counts.remaps == remaps + 1 && counts.allocs == allocs && cnt_usable(h.ptr) == 5 * MiB);
+    CHECK(dg_obj.blocks == 1 && dg_obj.bytes == MiB && dg_is_cached(small.ptr));
+    CHECK(pages_ok(q, 6 * MiB, 64));
+    /* Freed again, the grown blocks are cached at their new sizes. */
+    FREE(dg, q);
+    FREE(dg, h.ptr);
+    CHECK(dg_obj.blocks == 3 && dg_obj.bytes == 12 * MiB && counts.frees == frees);
+    sm_mctx_t again = ALLOC(dg, 6 * MiB, 16);
+    CHECK(again.ptr == q && counts.remaps == remaps + 1 && counts.allocs == allocs && pages_ok(q, 6 * MiB, 64));
+    FREE(dg, again.ptr);
+    CHECK(errors[SM_ERR_INVALID_FREE] == 0 && errors[SM_ERR_DOUBLE_FREE] == 0);
+    start_clean();
+    CHECK(unmapped(q) && unmapped(h.ptr) && unmapped(small.ptr));
+}
+
+static void grow_skips_purged_and_overaligned(void)
+{
+    start_clean();
+    sm_mctx_t a = ALLOC(dg, 2 * MiB, 16);
+    memset(a.ptr, 0x3c, 2 * MiB);
+    FREE(dg, a.ptr);
+    sleep_ms(80);
+    sm_mctx_t tick = ALLOC(dg, 4096, 16); /* small frees run the decay: the block gets purged */
+    FREE(dg, tick.ptr);
+    CHECK(dg_obj.blocks == 1 && resident_pages(a.ptr, 2 * MiB) == 0);
+    unsigned long allocs = counts.allocs, remaps = counts.remaps;
+    sm_mctx_t b = ALLOC(dg, 3 * MiB, 16); /* a purged block has nothing worth growing */
+    CHECK(b.ptr && b.ptr != a.ptr && counts.allocs == allocs + 1 && counts.remaps == remaps);
+    CHECK(dg_obj.blocks == 1 && dg_is_cached(a.ptr));
+    FREE(dg, b.ptr);
+    /* Alignment beyond the next layer's: mapped anew, the dirty 3 MiB block is not grown. */
+    allocs = counts.allocs;
+    sm_mctx_t c = ALLOC(dg, 5 * MiB, 4 * MiB);
+    CHECK(c.ptr && sm_ptr_aligned(c.ptr, 4 * MiB) && counts.allocs == allocs + 1 && counts.remaps == remaps);
+    CHECK(dg_obj.blocks == 2 && dg_is_cached(b.ptr));
+    FREE(dg, c.ptr);
+    start_clean();
+}
+
+/* SM_OPT_GROW: a block much larger than the request is split; the tail stays cached. */
+static void split_keeps_the_tail_cached(void)
+{
+    start_clean();
+    sm_mctx_t a = ALLOC(dg, 40 * MiB, 16);
+    char *p = (char *)a.ptr;
+    fill_pages(p, 40 * MiB, 71);
+    FREE(dg, p);
+    CHECK(dg_obj.blocks == 1 && dg_obj.bytes == 40 * MiB);
+    unsigned long allocs = counts.allocs, frees = counts.frees, remaps = counts.remaps, splits = counts.splits;
+    sm_mctx_t b = ALLOC(dg, 8 * MiB, 16);
+    CHECK(b.ptr == p && counts.allocs == allocs && counts.splits == splits + 1 && counts.remaps == remaps);
+    CHECK(!(b.flags & SM_F_FRESH));
+    CHECKF(cnt_usable(p) == 8 * MiB, "head %zu", cnt_usable(p));
+    char *tail = p + 8 * MiB;
+    CHECKF(cnt_usable(tail) == 32 * MiB, "tail %zu", cnt_usable(tail));
+    if (cnt_usable(p) != 8 * MiB || cnt_usable(tail) != 32 * MiB)
+        return; /* what follows would read unmapped pages */
+    CHECK(dg_obj.blocks == 1 && dg_obj.bytes == 32 * MiB && dg_is_cached(tail) && !dg_is_cached(p));
+    sm_mctx_t m = sm_mctx_block(p, 0, 0);
+    CHECK(dg_getmeta(&m) && m.usable == 8 * MiB); /* the head is the user's */
+    m = sm_mctx_block(tail, 0, 0);
+    CHECK(!dg_getmeta(&m)); /* the tail is free */
+    CHECK(is_mapped(p, 40 * MiB) && counts.frees == frees); /* nothing unmapped */
+    CHECK(pages_ok(p, 40 * MiB, 71)); /* both pieces kept their pages */
+    fill_pages(p, 8 * MiB, 72);
+    /* The tail serves the next request, without a mapping. */
+    sm_mctx_t c = ALLOC(dg, 30 * MiB, 16);
+    CHECK(c.ptr == tail && counts.allocs == allocs && counts.splits == splits + 1);
+    CHECK(dg_obj.blocks == 0 && dg_obj.bytes == 0 && cnt_usable(tail) == 32 * MiB);
+    CHECK(pages_ok(tail, 32 * MiB, 71) && pages_ok(p, 8 * MiB, 72));
+    fill_pages(tail, 32 * MiB, 73);
+    CHECK(pages_ok(p, 8 * MiB, 72));
+    /* Each piece is freed on its own, and both are cached. */
+    FREE(dg, p);
+    CHECK(dg_obj.blocks == 1 && dg_obj.bytes == 8 * MiB && pages_ok(tail, 32 * MiB, 73));
+    FREE(dg, tail);
+    CHECK(dg_obj.blocks == 2 && dg_obj.bytes == 40 * MiB && counts.frees == frees);
+    FREE(dg, tail); /* cached: a double free is caught */
+    CHECK(errors[SM_ERR_DOUBLE_FREE] == 1 && dg_obj.blocks == 2);
+    frees = counts.frees;
+    dg_flush();
+    CHECK(counts.frees == frees + 2 && unmapped(p) && unmapped(tail) && unmapped(p + 40 * MiB - 4096));
+    CHECK(errors[SM_ERR_INVALID_FREE] == 0);
+
+    /* Within the waste bound the block is handed out whole, not split. */
+    sm_mctx_t w = ALLOC(dg, 10 * MiB, 16);
+    FREE(dg, w.ptr);
+    splits = counts.splits;
+    sm_mctx_t x = ALLOC(dg, 6 * MiB, 16);
+    CHECK(x.ptr == w.ptr && counts.splits == splits && cnt_usable(x.ptr) == 10 * MiB && dg_obj.blocks == 0);
+    FREE(dg, x.ptr);
+    start_clean();
+}
+
 /* The malloc-large shape: 20 slots, each iteration replaces a random one with a new block of
  * 5-25 MiB (allocated before the old one is freed, as `buf[i] = make_unique<char[]>(n)` does) and
  * writes every page of it. Returns seconds; *faults gets the minor page faults taken. */
@@ -485,7 +652,7 @@ int main(void)
 {
     check_begin("decay_cache");
     sm_err_callback_set(on_error);
-    CHECK(dc_create() == 0 && dl_create() == 0 && dd_create() == 0 && df_create() == 0);
+    CHECK(dc_create() == 0 && dl_create() == 0 && dg_create() == 0 && dd_create() == 0 && df_create() == 0);
     RUN_CASE(freed_block_is_reused_without_a_new_mapping);
     RUN_CASE(too_large_block_is_shrunk);
     RUN_CASE(idle_blocks_are_purged_then_returned);
@@ -496,6 +663,9 @@ int main(void)
     RUN_CASE(out_of_memory_hands_the_cache_back);
     RUN_CASE(threads_share_the_cache);
     RUN_CASE(fork_hooks_leave_both_sides_usable);
+    RUN_CASE(grow_reuses_the_largest_dirty_block);
+    RUN_CASE(grow_skips_purged_and_overaligned);
+    RUN_CASE(split_keeps_the_tail_cached);
     RUN_CASE(large_blocks_do_not_thrash);
     return check_end();
 }

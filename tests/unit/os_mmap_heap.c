@@ -384,6 +384,273 @@ static void huge_mappings_are_huge_aligned(void)
     FREE(mmh, small.ptr, 0, 0);
 }
 
+/* ---- split and remap (beyond the contract, for decay_cache) ---- */
+
+static bool unmapped(void *p) { return msync(p, sm_os_page_size(), MS_ASYNC) != 0 && errno == ENOMEM; }
+static size_t usable_of(bool (*getmeta)(sm_mctx_t *), void *p)
+{
+    sm_mctx_t m = sm_mctx_block(p, 0, 0);
+    return getmeta(&m) ? m.usable : 0; /* 0: not a live block */
+}
+static bool mm_getmeta_fn(sm_mctx_t *c) { return mm_getmeta(c); }
+static bool mmt_getmeta_fn(sm_mctx_t *c) { return mmt_getmeta(c); }
+static bool mmh_getmeta_fn(sm_mctx_t *c) { return mmh_getmeta(c); }
+#define MM_USABLE(p) usable_of(mm_getmeta_fn, (p))
+
+/* The pages right after [p, p + len), mapped by hand so nothing can grow into them; NULL if the
+ * kernel had already put something there (the caller skips). */
+static void *guard_after(void *p, size_t len, size_t guard)
+{
+    char *want = (char *)p + len;
+    void *g = mmap(want, guard, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE, -1, 0);
+    if (g == MAP_FAILED)
+        return NULL;
+    if (g != want) { /* a kernel before 4.17 treats the flag as a hint */
+        munmap(g, guard);
+        return NULL;
+    }
+    return g;
+}
+
+static void split_makes_two_independent_blocks(void)
+{
+    reset_errors();
+    size_t page = sm_os_page_size(), len = (size_t)4 << 20, head = (size_t)1 << 20;
+    sm_mctx_t c = ALLOC(mm, len, 16);
+    CHECK(c.ptr && MM_USABLE(c.ptr) == len);
+    if (!c.ptr)
+        return;
+    char *p = (char *)c.ptr;
+    check_fill(p, head, 11);
+    check_fill(p + head, len - head, 12);
+    sm_mctx_t s = sm_mctx_block(p, 0, 0);
+    char *tail = (char *)mm_split(&s, head);
+    CHECK(tail == p + head && s.ptr == p);
+    if (tail != p + head)
+        return;
+    CHECKF(MM_USABLE(p) == head, "head %zu", MM_USABLE(p));
+    CHECKF(MM_USABLE(tail) == len - head, "tail %zu", MM_USABLE(tail));
+    sm_mctx_t m = sm_mctx_block(tail, 0, 0);
+    CHECK(mm_getmeta(&m) && m.owner && !strcmp(m.owner, "mm"));
+    CHECK(check_verify(p, head, 11) && check_verify(tail, len - head, 12)); /* no bytes moved */
+    CHECK(is_mapped(p, len));
+    /* Each part is a block: the head frees alone, by size, and the tail is untouched. */
+    FREE(mm, p, head, SM_F_SIZED);
+    CHECK(unmapped(p) && unmapped(p + head - page) && MM_USABLE(p) == 0);
+    CHECK(MM_USABLE(tail) == len - head && is_mapped(tail, len - head) && check_verify(tail, len - head, 12));
+    /* A sized free of the tail larger than it is refused (it knows its own size, not the old one). */
+    FREE(mm, tail, len, SM_F_SIZED);
+    CHECK(errors[SM_ERR_INVALID_FREE] == 1 && is_mapped(tail, len - head));
+    FREE(mm, tail, 0, 0);
+    CHECK(unmapped(tail) && unmapped(tail + (len - head) - page) && MM_USABLE(tail) == 0);
+    FREE(mm, tail, 0, 0); /* gone: a second free is reported, not obeyed */
+    CHECK(errors[SM_ERR_INVALID_FREE] == 2 && errors[SM_ERR_DOUBLE_FREE] == 0);
+
+    /* The other order: the tail first, then the head; and a tail split again. */
+    c = ALLOC(mm, len, 16);
+    p = (char *)c.ptr;
+    check_fill(p, len, 13);
+    s = sm_mctx_block(p, 0, 0);
+    tail = (char *)mm_split(&s, 3 * page);
+    CHECK(tail == p + 3 * page && MM_USABLE(p) == 3 * page);
+    sm_mctx_t st = sm_mctx_block(tail, 0, 0);
+    char *tail2 = tail ? (char *)mm_split(&st, 5 * page) : NULL;
+    CHECK(tail2 == p + 8 * page && MM_USABLE(tail) == 5 * page && MM_USABLE(tail2) == len - 8 * page);
+    CHECK(check_verify(p, len, 13));
+    FREE(mm, tail2, 0, 0);
+    CHECK(unmapped(tail2) && is_mapped(p, 8 * page) && check_verify(p, 8 * page, 13));
+    FREE(mm, tail, 0, 0);
+    CHECK(unmapped(tail) && is_mapped(p, 3 * page) && check_verify(p, 3 * page, 13));
+    FREE(mm, p, 0, 0);
+    CHECK(unmapped(p) && MM_USABLE(p) == 0);
+    CHECK(errors[SM_ERR_INVALID_FREE] == 2 && errors[SM_ERR_DOUBLE_FREE] == 0);
+    reset_errors();
+}
+
+static void split_refuses_what_it_cannot_cut(void)
+{
+    reset_errors();
+    size_t page = sm_os_page_size(), len = 16 * page;
+    sm_mctx_t c = ALLOC(mm, len, 16);
+    char *p = (char *)c.ptr;
+    check_fill(p, len, 21);
+    int on_stack;
+    void *heap = malloc(64);
+    /* Nothing to cut: n at or past the end (rounding included), or absurd. */
+    size_t too_big[] = { len, len - page + 1, len + 1, 2 * len, SIZE_MAX / 2, SIZE_MAX / 2 + 1, SIZE_MAX };
+    for (size_t i = 0; i < sizeof too_big / sizeof *too_big; i++) {
+        sm_mctx_t s = sm_mctx_block(p, 0, 0);
+        CHECKF(mm_split(&s, too_big[i]) == NULL && s.ptr == p, "n %zx cut", too_big[i]);
+    }
+    /* Not a live direct block of this instance: foreign, interior, carved, another instance's. */
+    sm_mctx_t t = ALLOC(mmt, 8 * page, 16);
+    sm_mctx_t h = ALLOC(mmh, (size_t)1 << 20, 16);
+    void *bad[] = { NULL, &on_stack, heap, p + 16, p + page, p + 8 * page, t.ptr };
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        sm_mctx_t s = sm_mctx_block(bad[i], 0, 0);
+        CHECKF(mm_split(&s, page) == NULL, "pointer %zu cut", i);
+        CHECKF(mmt_split(&s, page) == NULL, "pointer %zu cut by mmt", i);
+    }
+    sm_mctx_t s = sm_mctx_block(h.ptr, 0, 0);
+    CHECK(mm_split(&s, page) == NULL && usable_of(mmh_getmeta_fn, h.ptr) == ((size_t)1 << 20));
+    CHECK(usable_of(mmt_getmeta_fn, t.ptr) >= 8 * page && usable_of(mmt_getmeta_fn, (char *)t.ptr + page) == 0);
+    /* Nothing changed: the block is whole, no page inside it became a block. */
+    CHECK(MM_USABLE(p) == len && check_verify(p, len, 21));
+    for (size_t off = page; off < len; off += page)
+        CHECKF(MM_USABLE(p + off) == 0, "page %zu became a block", off / page);
+    /* A freed block cannot be cut either. */
+    sm_mctx_t d = ALLOC(mm, len, 16);
+    void *dp = d.ptr;
+    FREE(mm, dp, 0, 0);
+    s = sm_mctx_block(dp, 0, 0);
+    CHECK(mm_split(&s, page) == NULL && MM_USABLE(dp) == 0 && MM_USABLE((char *)dp + page) == 0);
+    /* n not a page multiple is rounded up (documented), never cut mid-page. */
+    s = sm_mctx_block(p, 0, 0);
+    char *tail = (char *)mm_split(&s, page + 1);
+    CHECK(tail == p + 2 * page && MM_USABLE(p) == 2 * page && MM_USABLE(tail) == len - 2 * page);
+    CHECK(check_verify(p, len, 21));
+    /* The growth granularity rounds too: mmh cuts at 64 KiB. */
+    s = sm_mctx_block(h.ptr, 0, 0);
+    char *htail = (char *)mmh_split(&s, page);
+    CHECK(htail == (char *)h.ptr + (64 << 10) && usable_of(mmh_getmeta_fn, h.ptr) == (64u << 10) &&
+          usable_of(mmh_getmeta_fn, htail) == ((size_t)1 << 20) - (64 << 10));
+    FREE(mmh, htail, 0, 0);
+    FREE(mmh, h.ptr, 0, 0);
+    FREE(mm, tail, 0, 0);
+    FREE(mm, p, 0, 0);
+    FREE(mmt, t.ptr, 0, 0);
+    free(heap);
+    CHECK(errors[SM_ERR_INVALID_FREE] == 0 && errors[SM_ERR_DOUBLE_FREE] == 0);
+}
+
+static void remap_grows_in_place_when_the_pages_are_free(void)
+{
+    reset_errors();
+    size_t len = (size_t)1 << 20, big = (size_t)8 << 20;
+    /* Map 8 MiB and give back all but the first 1 MiB: the pages after the block are free. */
+    sm_mctx_t c = ALLOC(mm, big, 16);
+    char *p = (char *)c.ptr;
+    sm_mctx_t r = sm_mctx_block(p, 0, 0);
+    CHECK(mm_resize(&r, len) && MM_USABLE(p) == len && unmapped(p + len));
+    check_fill(p, len, 31);
+    r = sm_mctx_block(p, 0, 0);
+    CHECK(mm_remap(&r, 4 * len + 100)); /* rounded up to a page */
+    size_t want = sm_align_up(4 * len + 100, sm_os_page_size());
+    CHECKF(r.ptr == p, "moved from %p to %p although the pages after it were free", (void *)p, r.ptr);
+    if (r.ptr != p) {
+        FREE(mm, r.ptr, 0, 0);
+        return;
+    }
+    CHECK(MM_USABLE(p) == want && is_mapped(p, want));
+    CHECK(check_verify(p, len, 31) && all_zero((unsigned char *)p + len, want - len));
+    /* Shrinking through remap is a resize: the tail goes, the block stays. */
+    r = sm_mctx_block(p, 0, 0);
+    CHECK(mm_remap(&r, 2 * len) && r.ptr == p && MM_USABLE(p) == 2 * len && unmapped(p + 2 * len));
+    r = sm_mctx_block(p, 0, 0);
+    CHECK(mm_remap(&r, 2 * len) && r.ptr == p && MM_USABLE(p) == 2 * len); /* same size: nothing */
+    CHECK(check_verify(p, len, 31));
+    FREE(mm, p, 0, 0);
+    CHECK(unmapped(p) && unmapped(p + len) && MM_USABLE(p) == 0);
+    CHECK(errors[SM_ERR_INVALID_FREE] == 0);
+}
+
+static void remap_moves_when_the_next_pages_are_taken(void)
+{
+    reset_errors();
+    size_t page = sm_os_page_size(), len = (size_t)1 << 20, big = (size_t)2 << 20;
+    sm_mctx_t c = ALLOC(mm, big, 16);
+    char *p = (char *)c.ptr;
+    sm_mctx_t r = sm_mctx_block(p, 0, 0);
+    CHECK(mm_resize(&r, len));
+    void *guard = guard_after(p, len, page);
+    if (!guard) {
+        check_skip("remap_moves_when_the_next_pages_are_taken", "could not map a guard after the block");
+        FREE(mm, p, 0, 0);
+        return;
+    }
+    memset(guard, 0xee, page);
+    check_fill(p, len, 41);
+    r = sm_mctx_block(p, 0, 0);
+    CHECK(!mm_resize(&r, 3 * len) && MM_USABLE(p) == len); /* in place is impossible */
+    r = sm_mctx_block(p, 0, 0);
+    CHECK(mm_remap(&r, 3 * len));
+    char *q = (char *)r.ptr;
+    CHECK(q && q != p);
+    if (!q || q == p) {
+        munmap(guard, page);
+        return;
+    }
+    CHECK(MM_USABLE(p) == 0 && unmapped(p) && unmapped(p + len - page)); /* the old address is gone */
+    CHECKF(MM_USABLE(q) == 3 * len, "new block %zu bytes", MM_USABLE(q));
+    sm_mctx_t m = sm_mctx_block(q, 0, 0);
+    CHECK(mm_getmeta(&m) && m.owner && !strcmp(m.owner, "mm"));
+    /* Contents moved with the page tables: check_fill's pattern depends on the address, so compare
+     * against a copy written at the old address. */
+    bool same = true;
+    for (size_t i = 0; i < len && same; i++)
+        same = (unsigned char)q[i] == check_pattern_byte(p, i, 41);
+    CHECK(same && all_zero((unsigned char *)q + len, 2 * len));
+    CHECK(resident_pages(q, len) == len / page); /* resident pages moved, not refaulted */
+    unsigned char *g = (unsigned char *)guard;
+    CHECK(g[0] == 0xee && g[page - 1] == 0xee); /* the neighbour was not touched */
+    check_fill(q, 3 * len, 42);
+    /* Free at the new address unmaps all of it; the old address stays foreign. */
+    FREE(mm, p, 0, 0);
+    CHECK(errors[SM_ERR_INVALID_FREE] == 1 && is_mapped(q, 3 * len));
+    FREE(mm, q, 0, 0);
+    CHECK(unmapped(q) && unmapped(q + 3 * len - page) && MM_USABLE(q) == 0);
+    CHECK(errors[SM_ERR_INVALID_FREE] == 1 && errors[SM_ERR_DOUBLE_FREE] == 0);
+    munmap(guard, page);
+
+    /* The guard can be a block of the same layer: the tail of a split. */
+    c = ALLOC(mm, 2 * len, 16);
+    p = (char *)c.ptr;
+    check_fill(p, len, 43);
+    sm_mctx_t s = sm_mctx_block(p, 0, 0);
+    char *tail = (char *)mm_split(&s, len);
+    check_fill(tail, len, 44);
+    r = sm_mctx_block(p, 0, 0);
+    CHECK(tail && mm_remap(&r, 2 * len) && r.ptr != p && MM_USABLE(r.ptr) == 2 * len && MM_USABLE(p) == 0);
+    CHECK(MM_USABLE(tail) == len && check_verify(tail, len, 44));
+    FREE(mm, tail, 0, 0);
+    FREE(mm, r.ptr, 0, 0);
+    CHECK(errors[SM_ERR_INVALID_FREE] == 1 && errors[SM_ERR_DOUBLE_FREE] == 0);
+    reset_errors();
+}
+
+static void remap_failure_leaves_the_block_intact(void)
+{
+    reset_errors();
+    size_t page = sm_os_page_size(), len = 64 * page;
+    sm_mctx_t c = ALLOC(mm, len, 16);
+    char *p = (char *)c.ptr;
+    check_fill(p, len, 51);
+    size_t absurd[] = { SIZE_MAX / 4, SIZE_MAX / 2 - page, SIZE_MAX / 2 + 1, SIZE_MAX - page, SIZE_MAX };
+    for (size_t i = 0; i < sizeof absurd / sizeof *absurd; i++) {
+        sm_mctx_t r = sm_mctx_block(p, 0, 0);
+        CHECKF(!mm_remap(&r, absurd[i]) && r.ptr == p, "remap to %zx", absurd[i]);
+    }
+    CHECK(MM_USABLE(p) == len && is_mapped(p, len) && check_verify(p, len, 51));
+    /* Not a live direct block: foreign, interior, carved (mmt), freed. */
+    int on_stack;
+    sm_mctx_t t = ALLOC(mmt, 4 * page, 16);
+    check_fill(t.ptr, 4 * page, 52);
+    void *bad[] = { NULL, &on_stack, p + page, t.ptr };
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        sm_mctx_t r = sm_mctx_block(bad[i], 0, 0);
+        CHECKF(!mm_remap(&r, 2 * len) && r.ptr == bad[i], "pointer %zu remapped", i);
+        r = sm_mctx_block(bad[i], 0, 0);
+        CHECKF(!mmt_remap(&r, 2 * len) && r.ptr == bad[i], "pointer %zu remapped by mmt", i);
+    }
+    CHECK(usable_of(mmt_getmeta_fn, t.ptr) >= 4 * page && check_verify(t.ptr, 4 * page, 52));
+    CHECK(MM_USABLE(p) == len && MM_USABLE(p + page) == 0 && check_verify(p, len, 51));
+    FREE(mmt, t.ptr, 0, 0);
+    FREE(mm, p, 0, 0);
+    sm_mctx_t r = sm_mctx_block(p, 0, 0);
+    CHECK(!mm_remap(&r, 2 * len) && MM_USABLE(p) == 0 && unmapped(p));
+    CHECK(errors[SM_ERR_INVALID_FREE] == 0 && errors[SM_ERR_DOUBLE_FREE] == 0);
+}
+
 int main(void)
 {
     check_begin("os_mmap_heap");
@@ -404,5 +671,10 @@ int main(void)
     RUN_CASE(fork_hooks_leave_both_sides_usable);
     RUN_CASE(huge_mappings_are_huge_aligned);
     RUN_CASE(purge_drops_pages_but_keeps_the_block);
+    RUN_CASE(split_makes_two_independent_blocks);
+    RUN_CASE(split_refuses_what_it_cannot_cut);
+    RUN_CASE(remap_grows_in_place_when_the_pages_are_free);
+    RUN_CASE(remap_moves_when_the_next_pages_are_taken);
+    RUN_CASE(remap_failure_leaves_the_block_intact);
     return check_end();
 }

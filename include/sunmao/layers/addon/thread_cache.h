@@ -484,15 +484,9 @@ SM_SLOWPATH bool SM_FN(overflow)(void *p, size_t key)
  * unsized free, the next layer's getmeta, so they are safe before the stack is created: a socket
  * may call them first and run its start-up only on their misses (sockets/libc_api.h). */
 
-/* malloc's hit: an object of size's class (size 0 is served as 1) with the default alignment. */
-SM_INLINE void *SM_FN(alloc_hit)(size_t size)
+/* Takes head, the first object of list l, off the list (the low-water mark follows). */
+SM_INLINE void *SM_FN(pop)(struct SM_FN(list) *l, void *head)
 {
-    if (!SM_FN(handles_size)(size))
-        return NULL;
-    struct SM_FN(list) *l = &SM_FN(tls)->list[SM_FN(class_of)(size)];
-    void *head = l->head;
-    if (sm_unlikely(!head))
-        return NULL;
     uint32_t count = l->count - 1;
     l->head = *(void **)head;
     l->count = count;
@@ -502,6 +496,18 @@ SM_INLINE void *SM_FN(alloc_hit)(size_t size)
     ((uintptr_t *)head)[1] = 0;
 #endif
     return head;
+}
+
+/* malloc's hit: an object of size's class (size 0 is served as 1) with the default alignment. */
+SM_INLINE void *SM_FN(alloc_hit)(size_t size)
+{
+    if (!SM_FN(handles_size)(size))
+        return NULL;
+    struct SM_FN(list) *l = &SM_FN(tls)->list[SM_FN(class_of)(size)];
+    void *head = l->head;
+    if (sm_unlikely(!head))
+        return NULL;
+    return SM_FN(pop)(l, head);
 }
 
 /* The list an aligned request (16 < align, a power of two) is served from: the smallest cached
@@ -530,15 +536,7 @@ SM_INLINE void *SM_FN(aligned_hit)(size_t size, size_t align)
     void *head = l->head;
     if (!head || ((uintptr_t)head & (align - 1)))
         return NULL;
-    uint32_t count = l->count - 1;
-    l->head = *(void **)head;
-    l->count = count;
-    if (count < l->low)
-        l->low = (uint16_t)count;
-#if SM_OPT_DOUBLE_FREE_CHECK
-    ((uintptr_t *)head)[1] = 0;
-#endif
-    return head;
+    return SM_FN(pop)(l, head);
 }
 
 /* Whether a block may be cached, and under which size (`*key`, whose class is its list): for a

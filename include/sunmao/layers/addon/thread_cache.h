@@ -380,6 +380,18 @@ SM_SLOWPATH struct SM_FN(cache) *SM_FN(cache_get)(void)
     return cache;
 }
 
+/* Puts p on list l of cache, tagged as cached so a second free of it is recognised. */
+SM_INLINE void SM_FN(list_push)(const struct SM_FN(cache) *cache, struct SM_FN(list) *l, void *p)
+{
+    (void)cache;
+    ((void **)p)[0] = l->head;
+#if SM_OPT_DOUBLE_FREE_CHECK
+    ((uintptr_t *)p)[1] = cache->tag;
+#endif
+    l->head = p;
+    l->count++;
+}
+
 /* Counts a slow-path event; every SM_OPT_GC_EVENTS of them, a GC. */
 SM_INLINE void SM_FN(event)(struct SM_FN(cache) *cache)
 {
@@ -466,12 +478,7 @@ SM_SLOWPATH bool SM_FN(overflow)(void *p, size_t key)
     }
     bool cached = l->count < l->limit;
     if (cached) {
-        ((void **)p)[0] = l->head;
-#if SM_OPT_DOUBLE_FREE_CHECK
-        ((uintptr_t *)p)[1] = cache->tag;
-#endif
-        l->head = p;
-        l->count++;
+        SM_FN(list_push)(cache, l, p);
     }
     SM_FN(event)(cache);
     return cached;
@@ -566,12 +573,7 @@ SM_INLINE bool SM_FN(push)(void *p, size_t key)
 #endif
     if (sm_unlikely(!room))
         return false;
-    ((void **)p)[0] = l->head;
-#if SM_OPT_DOUBLE_FREE_CHECK
-    ((uintptr_t *)p)[1] = cache->tag;
-#endif
-    l->head = p;
-    l->count++;
+    SM_FN(list_push)(cache, l, p);
     return true;
 }
 

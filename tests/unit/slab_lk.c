@@ -704,11 +704,13 @@ static void batch_free(void)
     CHECKF(err_counts[SM_ERR_DOUBLE_FREE] == 3, "a, d, e were not freed by the batch");
 }
 
-/* The page-map word carries the class, and the object size where it fits in 16 bits, so getmeta
- * (a thread cache's free) answers without loading the descriptor. For every class: the word of an
- * object's first and last byte (another granule in the larger slabs) names the class, the size and
- * the slab (aligned, below the object); getmeta's usable size is the class size, and an interior
- * pointer is still refused. */
+/* The page-map word carries the class and the slab's first object, so block_class and getmeta (a
+ * thread cache's free) answer without loading the descriptor. For every class: the word of an
+ * object's first and last byte (another granule in the larger slabs) names the class, a first
+ * object at or below the object, a whole number of objects before it, and the slab (aligned, below
+ * the first object); getmeta's usable size is the class size; block_class names the class for the
+ * object start and class_count for every other byte of the object (the exact divisibility test),
+ * for the byte before the first object and for an address 2^48 above a valid one. */
 #define MAP_WORD_CASE(SL, SLAB)                                                                      \
     static void SL##_map_word(void)                                                                \
     {                                                                                              \
@@ -721,20 +723,28 @@ static void batch_free(void)
             if (!a)                                                                                \
                 return;                                                                            \
             uintptr_t w = SL##_lookup(a), last = SL##_lookup(a + size - 1);                        \
-            char *slab = (char *)SL##_word_slab(w);                                                \
+            const struct SL##_geo *g = &SL##_obj.geo[cls];                                         \
+            char *slab = (char *)SL##_word_slab(w, g), *first = (char *)SL##_word_first(w);         \
             CHECKF(w == last, "%s: class %u: words %#lx and %#lx", t->name, cls, (unsigned long)w,   \
                    (unsigned long)last);                                                           \
-            CHECKF(SL##_word_cls(w) == cls, "%s: word of class %u names class %u", t->name, cls,     \
+            CHECKF(SL##_word_cls(w) == cls, "%s: class %u: word names class %u", t->name, cls,       \
                    SL##_word_cls(w));                                                              \
-            CHECKF((w >> SM_PAGEMAP_ADDR_BITS) == (size < 65536 ? size : 0),                       \
-                   "%s: class %u (%zu B): word carries size %lu", t->name, cls, size,              \
-                   (unsigned long)(w >> SM_PAGEMAP_ADDR_BITS));                                    \
-            CHECKF(sm_ptr_aligned(slab, SLAB) && slab < a, "%s: class %u: slab %p, object %p", t->name, \
-                   cls, (void *)slab, (void *)a);                                                  \
+            CHECKF(first <= a && (size_t)(a - first) % size == 0, "%s: class %u: first %p, object %p", \
+                   t->name, cls, (void *)first, (void *)a);                                        \
+            CHECKF(sm_ptr_aligned(slab, SLAB) && slab < first, "%s: class %u: slab %p, object %p",   \
+                   t->name, cls, (void *)slab, (void *)a);                                         \
             CHECKF(t->getmeta(a, &usable, &owner) && usable == size && !strcmp(owner, t->name),    \
                    "%s: class %u: getmeta usable %zu, want %zu", t->name, cls, usable, size);      \
             CHECKF(!t->getmeta(a + 8, &usable, &owner), "%s: class %u: interior pointer accepted",  \
                    t->name, cls);                                                                  \
+            CHECKF(SL##_block_class(a) == cls, "%s: class %u: block_class %u", t->name, cls,         \
+                   SL##_block_class(a));                                                           \
+            unsigned wrong = 0;                                                                    \
+            for (size_t off = 1; off < size; off++)                                                \
+                wrong += SL##_block_class(a + off) != SL##_class_count;                            \
+            wrong += SL##_block_class(first - 1) != SL##_class_count;                              \
+            wrong += SL##_block_class((char *)((uintptr_t)a + ((uintptr_t)1 << 48))) != SL##_class_count; \
+            CHECKF(wrong == 0, "%s: class %u: block_class accepted %u non-starts", t->name, cls, wrong); \
             t->free(a);                                                                            \
         }                                                                                          \
     }

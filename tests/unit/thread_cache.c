@@ -27,7 +27,7 @@
 /* ---- cnt: a pass-through layer that counts what crosses it (atomics: tests only) ---- */
 static struct {
     unsigned long alloc_batch_calls, alloc_batch_objs, free_batch_calls, free_batch_objs;
-    unsigned long allocs, frees, getmetas, thread_exits;
+    unsigned long allocs, frees, getmetas, block_classes, thread_exits;
     long outstanding;                     /* objects taken below and not given back */
     long outstanding_by_class[sm_sizeclass_tc_count];
 } cnt_obj;
@@ -72,6 +72,11 @@ static inline bool cnt_getmeta(sm_mctx_t *c)
     return sl_getmeta(c);
 }
 static inline bool cnt_resize(sm_mctx_t *c, size_t n) { return sl_resize(c, n); }
+static inline unsigned cnt_block_class(const void *p)
+{
+    CNT_ADD(block_classes, 1);
+    return sl_block_class(p);
+}
 static inline void cnt_thread_exit(void)
 {
     CNT_ADD(thread_exits, 1);
@@ -481,15 +486,15 @@ static void destructor_after_exit(void)
     pthread_key_delete(late_key);
 }
 
-/* Sized free (free_sized, C++ sized delete): no getmeta below, the block is cached all the same. */
+/* Sized free (free_sized, C++ sized delete): nothing asked below, the block is cached all the same. */
 static void sized_free_body(void)
 {
     void *p = t_malloc(100);
     t_free(t_malloc(100)); /* the list has room now */
     (void)t_malloc(100);
-    unsigned long getmetas = CNT_GET(getmetas);
+    unsigned long asked = CNT_GET(getmetas) + CNT_GET(block_classes);
     t_free_sized(p, 100);
-    CHECKF(CNT_GET(getmetas) == getmetas, "sized free asked getmeta");
+    CHECKF(CNT_GET(getmetas) + CNT_GET(block_classes) == asked, "sized free asked the next layer what p is");
     CHECK(t_malloc(100) == p);
     /* above the cached range: passed on, and still sized */
     void *big = t_malloc(9000);
@@ -582,7 +587,7 @@ static void aligned(void) { in_thread(aligned_body); }
 static void hit_paths_body(void)
 {
     struct tcache_cache *empty = (struct tcache_cache *)&tcache_empty_cache;
-    unsigned long allocs = CNT_GET(allocs), batches = CNT_GET(alloc_batch_calls), metas = CNT_GET(getmetas);
+    unsigned long allocs = CNT_GET(allocs), batches = CNT_GET(alloc_batch_calls), metas = CNT_GET(block_classes);
     CHECK(tcache_tls == empty);
     CHECK(tcache_alloc_hit(64) == NULL && tcache_alloc_hit(0) == NULL);
     sm_mctx_t r = sm_mctx_alloc(64, 0, 0);
@@ -591,7 +596,7 @@ static void hit_paths_body(void)
     CHECK(!tcache_free_hit(b, 0, 0) && !tcache_free_hit(b, 64, SM_F_SIZED));
     CHECKF(tcache_tls == empty && CNT_GET(allocs) == allocs && CNT_GET(alloc_batch_calls) == batches,
            "a missing hit path changed something");
-    CHECK(CNT_GET(getmetas) > metas); /* the unsized free asked the next layer what b is */
+    CHECK(CNT_GET(block_classes) > metas); /* the unsized free asked the next layer what b is */
     r = sm_mctx_block(b, 0, 0);
     sl_free(&r);
 

@@ -16,6 +16,8 @@
  *   unsigned L_alloc_batch(sm_mctx_t *c, void **out, unsigned n)  up to n objects of c->size's class
  *                                    under one acquisition of the class lock
  *   void L_free_batch(void **blocks, unsigned n)  frees n blocks, runs of one class under one lock
+ *   unsigned L_block_class(const void *p)  the class of the object starting at p, or class_count
+ *                                    when p is not the start of one of this layer's objects
  * @check: SM_LAYER=t <sunmao/policies/sync/spinlock.h> SM_SYNC=spinlock <sunmao/policies/sizeclass/tc.h> SM_SIZECLASS=tc <sunmao/policies/err/warn.h> SM_ERR=warn
  * @check-next: fake
  *
@@ -24,20 +26,19 @@
  * aligned to min(largest power of two dividing the class size, 4 KiB), so every object is aligned
  * that much; an aligned request is served by the first class satisfying it, or passed on.
  * A page map (core/pagemap.h, its two-level variant, granule = SM_OPT_SLAB_SIZE) maps every
- * granule of a slab to one word: the descriptor's address, the slab's class in the low bits (a
- * descriptor is aligned to the slab size, >= 4 KiB, so they are free) and the object size in the
- * 16 bits above the 48 address bits (0 when it does not fit; the class geometry has it then).
+ * granule of a slab to one word: the address of the slab's first object shifted up by 16 bits and
+ * the slab's class in the low 16 (the descriptor is the first object less the class's offset).
  * Blocks this layer does not own are recognised and passed on. Its leaves come from the next
  * layer and are never returned.
- * Why the word carries so much: a thread cache's free calls getmeta to learn the size, then indexes
- * its lists with it, so the loads from the pointer to the size are that free's critical path.
- * Reading the size from the descriptor made it longer (one more dependent load, and descriptors
- * all sit at slab-aligned addresses, in the same few L1 sets): a malloc+free pair cycling 2 or
- * more classes took 15-18 ns (glibc 9-10). Now it is two page-map loads and a shift: two classes
- * alternating 15.3 -> 11.6 ns, random 16..1024 B 18.3 -> 13.0 ns (the two-level map is 1-1.5 ns
- * of that; one class stays at 9.5). getmeta and free check the object start against the class's
- * geometry (first object offset, object count, reciprocal), a 16-byte entry of a small per-class
- * table that stays in L1 and only feeds a predicted branch.
+ * Why the word carries so much: a thread cache's free asks block_class for the list to push on, so
+ * the loads from the pointer to the class are that free's critical path. Reading the class or size
+ * from the descriptor made it longer (one more dependent load, and descriptors all sit at
+ * slab-aligned addresses, in the same few L1 sets): a malloc+free pair cycling 2 or more classes
+ * took 15-18 ns (glibc 9-10). With the word it is two page-map loads and a mask: two classes
+ * alternating 15.3 -> 11.6 ns, random 16..1024 B 18.3 -> 13.0 ns. block_class, getmeta and free
+ * check the object start against the class's geometry (first object offset, object count, the
+ * inverse of the size), a 16-byte entry of a small per-class table that stays in L1 and only feeds
+ * a predicted branch: a multiply, a rotate and one compare (see object_index).
  * Only the bitmap update under the class lock touches the descriptor. (Tried and dropped: cache
  * colouring, a per-class offset of the first object, made no measurable difference.)
  *
@@ -46,8 +47,8 @@
  * a bit that is already set, and nothing is ever written into free objects, so a use after free
  * cannot corrupt the allocator's own state. That caps a slab at 64 * 64 = 4096 objects, which
  * is why SM_OPT_SLAB_SIZE is at most 64 KiB (4096 objects of 16 bytes).
- * Turning a pointer into an object index uses a multiply by a per-class reciprocal of the class
- * size (exact for the offsets a slab can hold, see object_index), not a division.
+ * Turning a pointer into an object index is a multiply by the inverse of the class size's odd part
+ * and a rotate (exact, and it validates the pointer at once; see object_index), not a division.
  *
  * Per class: a doubly linked list of slabs with free objects (full slabs are on no list);
  * allocation takes from its head. A slab that becomes empty stays on the list if the class keeps
@@ -108,15 +109,12 @@ enum {
     SM_FN(max_objects) = 64 * 64,
     SM_FN(min_objects) = 8,
     SM_FN(max_object_align) = 4096, /* larger alignments would waste too much of a slab */
-    SM_FN(recip_shift) = 48,
 };
 
-/* The page-map word (see the layout above): the object size above the 48 address bits (0 if it
- * does not fit in 16 bits), the descriptor's address, the class below it. */
-_Static_assert(SM_SIZECLASS_FN(count) <= (SM_OPT_SLAB_SIZE), "slab_lk: the class must fit below a slab's address");
+/* The page-map word (see the layout above): the address of the slab's first object in the high
+ * 48 bits, the class in the low 16. */
+_Static_assert(SM_SIZECLASS_FN(count) <= 65536, "slab_lk: the class must fit the page-map word's 16 bits");
 _Static_assert(sizeof(uintptr_t) == 8 && SM_PAGEMAP_ADDR_BITS == 48, "slab_lk: the page-map word needs 64-bit words");
-#define SM_SLAB_CLS_MASK  ((uintptr_t)(SM_OPT_SLAB_SIZE) - 1)
-#define SM_SLAB_ADDR_MASK ((((uintptr_t)1 << SM_PAGEMAP_ADDR_BITS) - 1) & ~SM_SLAB_CLS_MASK)
 
 struct SM_FN(slab) {
     struct SM_FN(slab) *prev, *next; /* partial list; class lock */
@@ -132,10 +130,10 @@ struct SM_FN(slab) {
  * lines. Written (class lock held) before the class's first slab is mapped, then read only:
  * a block of the class reaches a reader only after that. */
 struct SM_FN(geo) {
-    uint64_t recip;  /* ceil(2^recip_shift / size) */
-    uint32_t size;   /* 0 until the class's first slab */
-    uint16_t offset; /* of the first object from the slab's start (<= 4096 + descriptor) */
-    uint16_t nobjs;  /* objects per slab (<= 4096) */
+    uint64_t inverse; /* of the odd part of size, modulo 2^64 (see object_index) */
+    uint32_t size;    /* 0 until the class's first slab */
+    uint16_t offset;  /* of the first object from the slab's start (<= 4096 + descriptor) */
+    uint16_t nobjs;   /* objects per slab (<= 4096) */
 };
 
 struct SM_FN(class) {
@@ -156,42 +154,46 @@ static struct {
     .map_lock = SM_SYNC_INIT,
 };
 
-/* The page-map word of p's granule: 0 if this layer does not own it, else descriptor | class. */
+/* The page-map word of p's granule: 0 if this layer does not own it, else first object | class. */
 SM_INLINE uintptr_t SM_FN(lookup)(const void *p)
 {
     return sm_pagemap2_get(SM_FN(obj).map, SM_FN(map_shift), p);
 }
-SM_INLINE struct SM_FN(slab) *SM_FN(word_slab)(uintptr_t w) { return (struct SM_FN(slab) *)(w & SM_SLAB_ADDR_MASK); }
-SM_INLINE unsigned SM_FN(word_cls)(uintptr_t w) { return (unsigned)(w & SM_SLAB_CLS_MASK); }
-SM_INLINE uintptr_t SM_FN(make_word)(const struct SM_FN(slab) *s, unsigned cls, size_t size)
+/* The same for the hit path of a free, which checks p against the word anyway (object_index): the
+ * word of p's address modulo 2^48, without the test for higher addresses. */
+SM_INLINE uintptr_t SM_FN(lookup_checked_later)(const void *p)
 {
-    return (uintptr_t)s | cls | (size >> 16 ? 0 : (uintptr_t)size << SM_PAGEMAP_ADDR_BITS);
+    return sm_pagemap2_get_wrapped(SM_FN(obj).map, SM_FN(map_shift), p);
 }
-/* The object size of the slab of word w (class geometry g). Taken from w, an ALU operation, where
- * it fits: a thread cache's free indexes its lists with it, so it is on the free's longest chain of
- * dependent loads, while g (for the object-start check) is loaded alongside and only feeds a
- * predicted branch. */
-SM_INLINE size_t SM_FN(word_size)(uintptr_t w, const struct SM_FN(geo) *g)
+SM_INLINE unsigned SM_FN(word_cls)(uintptr_t w) { return (unsigned)(uint16_t)w; }
+SM_INLINE uintptr_t SM_FN(word_first)(uintptr_t w) { return w >> 16; }
+/* The descriptor: the first object's address less the class's offset. */
+SM_INLINE struct SM_FN(slab) *SM_FN(word_slab)(uintptr_t w, const struct SM_FN(geo) *g)
 {
-    if ((size_t)(SM_SIZE_MAX) >> 16 == 0) /* a constant: every class of this layer fits */
-        return (size_t)(w >> SM_PAGEMAP_ADDR_BITS);
-    size_t size = (size_t)(w >> SM_PAGEMAP_ADDR_BITS);
-    return size ? size : g->size;
+    return (struct SM_FN(slab) *)(SM_FN(word_first)(w) - g->offset);
+}
+SM_INLINE uintptr_t SM_FN(make_word)(const struct SM_FN(slab) *s, unsigned cls)
+{
+    return (uintptr_t)s->objects << 16 | cls;
 }
 
-/* The index of the object starting at p in the slab of page-map word w (its class's geometry g),
- * or g->nobjs if p is not an object start. Reads no descriptor: the slab's address is in w.
- * (off * recip) >> 48 equals off / size exactly while off * size <= 2^48: off < 16 * size in the
- * larger slabs and < 64 KiB in the others, and sizes stay below 4 MiB. off * recip < 2^60 as
- * off / size < 4096. */
+/* The index of the object starting at p in the slab of page-map word w (its class's geometry g):
+ * below g->nobjs if p is an object start, at least g->nobjs otherwise. Reads no descriptor (the
+ * slab's address is in w) and makes one compare, which the caller makes: an exact divisibility test
+ * by multiplication (Granlund and Montgomery 1994). With size = odd << twos and inverse the odd
+ * part's inverse modulo 2^64, rotating off * inverse right by twos gives off / size when size
+ * divides off; when it does not, either a low bit of off below twos is set (the rotation moves it
+ * to the top: a huge result) or the odd part does not divide (off >> twos) and the product, taken
+ * modulo 2^(64 - twos), is not below 2^(64 - twos) / odd > nobjs. An off that wrapped (p below
+ * the first object) fails the same way. So idx < nobjs holds exactly when off = idx * size for an
+ * idx < nobjs: no division, no second multiply, no bounds test of its own. As p - first < 2^33
+ * for a valid index, a p at 2^48 or above never passes, whatever word its lower bits found. */
 SM_INLINE size_t SM_FN(object_index)(const struct SM_FN(geo) *g, uintptr_t w, const void *p)
 {
-    /* wraps when p is below the first object */
-    uint64_t off = (uint64_t)((uintptr_t)p - (w & SM_SLAB_ADDR_MASK) - g->offset);
-    if (off >= (uint64_t)g->nobjs * g->size)
-        return g->nobjs;
-    uint64_t idx = (off * g->recip) >> SM_FN(recip_shift);
-    return idx * g->size == off ? (size_t)idx : g->nobjs;
+    uint64_t off = (uint64_t)((uintptr_t)p - SM_FN(word_first)(w));
+    uint64_t q = off * g->inverse;
+    unsigned twos = (unsigned)__builtin_ctz(g->size | (1u << 31)); /* size 0: never an object */
+    return (size_t)((q >> twos) | (q << ((64 - twos) & 63)));
 }
 
 SM_SLOWPATH void SM_FN(report)(sm_err_kind_t kind, const void *p, const char *detail)
@@ -216,7 +218,12 @@ SM_SLOWPATH void SM_FN(compute_geometry)(struct SM_FN(class) *k, unsigned cls)
     _Static_assert(sizeof(struct SM_FN(slab)) + SM_FN(max_objects) / 8 + SM_FN(max_object_align) <= 65535,
                    "slab_lk: the first object's offset must fit the geometry's 16 bits");
     struct SM_FN(geo) *g = &SM_FN(obj).geo[cls];
-    g->recip = (((uint64_t)1 << SM_FN(recip_shift)) + size - 1) / size;
+    /* Newton's iteration for the inverse of an odd number modulo 2^64: x = odd is right in its 3
+     * low bits (odd * odd = 1 mod 8) and each step doubles the correct bits: 3, 6, ..., 96. */
+    uint64_t odd = (uint64_t)size >> __builtin_ctzll(size), inverse = odd;
+    for (int i = 0; i < 5; i++)
+        inverse *= 2 - odd * inverse;
+    g->inverse = inverse;
     g->size = (uint32_t)size;
     g->offset = (uint16_t)offset;
     g->nobjs = (uint16_t)(nobjs < SM_FN(max_objects) ? nobjs : SM_FN(max_objects));
@@ -268,7 +275,7 @@ SM_SLOWPATH struct SM_FN(slab) *SM_FN(slab_new)(struct SM_FN(class) *k, unsigned
         if (tail)
             s->free_bits[full_words] = ((uint64_t)1 << tail) - 1;
         s->nonempty_words = words == 64 ? ~(uint64_t)0 : ((uint64_t)1 << words) - 1;
-        if (SM_FN(map_slab)(SM_FN(make_word)(s, cls, g->size), s, k->slab_bytes))
+        if (SM_FN(map_slab)(SM_FN(make_word)(s, cls), s, k->slab_bytes))
             return s;
     } else {
         SM_FN(report)(SM_ERR_BAD_REQUEST, s, "the next layer returned a slab not aligned to its size");
@@ -473,7 +480,7 @@ SM_INLINE void SM_FN(free)(sm_mctx_t *c)
         SM_FN(report)(SM_ERR_INVALID_FREE, c->ptr, "sized free larger than the block's size class; ignored");
         return;
     }
-    struct SM_FN(slab) *s = SM_FN(word_slab)(w);
+    struct SM_FN(slab) *s = SM_FN(word_slab)(w, g);
     struct SM_FN(class) *k = &SM_FN(obj).cls[cls];
     struct SM_FN(slab) *release = NULL;
     SM_SYNC_FN(lock)(&k->lock);
@@ -521,14 +528,14 @@ SM_INLINE void SM_FN(free_batch)(void **blocks, unsigned n)
         unsigned first = i - 1, m = 0;
         struct SM_FN(slab) *run_slab[SM_FN(batch_run_max)];
         uint16_t run_idx[SM_FN(batch_run_max)];
-        run_slab[m] = SM_FN(word_slab)(w);
+        run_slab[m] = SM_FN(word_slab)(w, g);
         run_idx[m++] = (uint16_t)idx;
         while (i < n && m < SM_FN(batch_run_max)) {
             p = blocks[i];
             w = SM_FN(lookup)(p);
             if (!w || SM_FN(word_cls)(w) != cls || (idx = SM_FN(object_index)(g, w, p)) >= g->nobjs)
                 break;
-            run_slab[m] = SM_FN(word_slab)(w);
+            run_slab[m] = SM_FN(word_slab)(w, g);
             run_idx[m++] = (uint16_t)idx;
             i++;
         }
@@ -561,6 +568,19 @@ SM_INLINE void SM_FN(free_batch)(void **blocks, unsigned n)
     }
 }
 
+/* A thread cache's unsized free: which list p goes on. One page-map lookup, the geometry check,
+ * nothing else (no size, no descriptor), so it stays a short chain of loads (see the layout above).
+ * Any answer >= class_count means "not one of my objects": not owned, or not an object start. */
+SM_INLINE unsigned SM_FN(block_class)(const void *p)
+{
+    uintptr_t w = SM_FN(lookup_checked_later)(p);
+    unsigned cls = SM_FN(word_cls)(w);
+    const struct SM_FN(geo) *g = &SM_FN(obj).geo[cls];
+    if (sm_likely(w != 0) && sm_likely(SM_FN(object_index)(g, w, p) < g->nobjs))
+        return cls;
+    return SM_FN(class_count);
+}
+
 /* One page-map lookup and the class's geometry: no descriptor (see the layout above). */
 SM_INLINE bool SM_FN(getmeta)(sm_mctx_t *c)
 {
@@ -570,7 +590,7 @@ SM_INLINE bool SM_FN(getmeta)(sm_mctx_t *c)
     const struct SM_FN(geo) *g = &SM_FN(obj).geo[SM_FN(word_cls)(w)];
     if (SM_FN(object_index)(g, w, c->ptr) >= g->nobjs)
         return false;
-    c->usable = SM_FN(word_size)(w, g);
+    c->usable = g->size;
     c->owner = SM_LAYER_NAME;
     return true;
 }
@@ -610,7 +630,5 @@ SM_INLINE void SM_FN(fork_child)(void)
         SM_SYNC_FN(reinit)(&SM_FN(obj).cls[i].lock);
 }
 
-#undef SM_SLAB_CLS_MASK
-#undef SM_SLAB_ADDR_MASK
 #undef SM_OPT_SLAB_SIZE
 #include "../../core/layer_end.h"

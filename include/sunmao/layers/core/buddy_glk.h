@@ -93,12 +93,16 @@ static struct {
     struct SM_FN(free_block) *free[SM_FN(max_order) - SM_FN(min_order) + 1];
     struct SM_FN(chunk) *chunks;
     size_t chunk_count, map_nodes;
-    sm_pagemap_t map; /* chunk granule -> its descriptor */
+    /* chunk granule -> its descriptor. Two-level: a root of 64 words for 4 MiB chunks, and 8 MiB
+     * leaves that the next layers pass on to the OS, so they arrive zeroed and only the pages in use
+     * become resident. The three-level map's 32 KiB nodes came from the layer above the OS (TLSF
+     * here), were not fresh, and were cleared: 64 KiB resident in every process for two nodes. */
+    uintptr_t *map[SM_PAGEMAP2_ROOT_LEN(SM_FN(max_order))];
 } SM_FN(obj) = { .lock = SM_SYNC_INIT };
 
 SM_INLINE struct SM_FN(chunk) *SM_FN(chunk_of)(const void *p)
 {
-    return (struct SM_FN(chunk) *)sm_pagemap_get(&SM_FN(obj).map, SM_FN(max_order), p);
+    return (struct SM_FN(chunk) *)sm_pagemap2_get(SM_FN(obj).map, SM_FN(max_order), p);
 }
 
 SM_INLINE void SM_FN(push)(unsigned order, void *block)
@@ -150,7 +154,7 @@ SM_SLOWPATH bool SM_FN(grow)(void)
     struct SM_FN(chunk) *ch = (struct SM_FN(chunk) *)SM_NEXT_FN(alloc)(&d);
     /* A misaligned chunk would break every buddy computation: refuse it rather than trust it. */
     if (!ch || !sm_ptr_aligned(base, SM_OPT_CHUNK_SIZE) ||
-        !sm_pagemap_set(&SM_FN(obj).map, SM_FN(max_order), base, SM_OPT_CHUNK_SIZE, (uintptr_t)ch,
+        !sm_pagemap2_set(SM_FN(obj).map, SM_FN(max_order), base, SM_OPT_CHUNK_SIZE, (uintptr_t)ch,
                         SM_FN(map_node_alloc))) {
         if (ch) {
             sm_mctx_t f = sm_mctx_block(ch, sizeof *ch, SM_F_SIZED);
@@ -176,7 +180,7 @@ SM_SLOWPATH bool SM_FN(grow)(void)
 /* Returns an entirely free chunk (not on any free list) and its descriptor. Caller holds the lock. */
 SM_SLOWPATH void SM_FN(release)(struct SM_FN(chunk) *ch)
 {
-    sm_pagemap_set(&SM_FN(obj).map, SM_FN(max_order), ch->base, SM_OPT_CHUNK_SIZE, 0, SM_FN(map_node_alloc));
+    sm_pagemap2_set(SM_FN(obj).map, SM_FN(max_order), ch->base, SM_OPT_CHUNK_SIZE, 0, SM_FN(map_node_alloc));
     if (ch->prev)
         ch->prev->next = ch->next;
     else

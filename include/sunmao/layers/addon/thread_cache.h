@@ -83,6 +83,13 @@
  * (one compare on pop); every SM_OPT_GC_EVENTS slow-path events, and whenever a list's growth
  * would overrun the budget, half of each list's low-water mark — objects the thread did not need
  * at all since the last GC — goes back to the next layer and the list's limit shrinks by as much.
+ * A list that was idle for the whole period (its count is its low-water mark and what the last GC
+ * left) and holds more than a batch gives back all of it: halving kept about one burst's worth
+ * of a size the program had moved on from (glibc-simple, bursts of 1000 blocks of one size after
+ * another: 0.8 MiB cached at the peak, pinning slabs a new size could not use; peak RSS 4.1 ->
+ * 3.6 MiB, time unchanged). The idle test needs the count the last GC left, kept outside the
+ * lists so the hit paths' lines do not change; lists in use keep the halving (random
+ * replacement, glibc-thread: unchanged).
  * Under budget pressure, half of each other list's unused room is given up as well. No timers, no
  * threads: an idle thread keeps its cache until it runs a slow path or exits.
  *
@@ -193,6 +200,8 @@ struct SM_FN(cache) {
      * that is no class's object indexes it and misses, with no test of its own. */
     struct SM_FN(list) list[SM_FN(class_count) + 1];
     unsigned events; /* slow-path events since the last GC */
+    uint16_t gc_count[SM_FN(class_count)]; /* each list's count after the last GC; GC only, so it
+                                            * sits after the lists, off the hit paths' lines */
 };
 
 /* The two constant caches (see the header comment): all lists empty, all limits 0. */
@@ -283,7 +292,12 @@ SM_SLOWPATH void SM_FN(gc)(struct SM_FN(cache) *cache, unsigned keep_cls, bool p
         size_t size = SM_FN(obj).class_bytes[cls];
         unsigned cut = 0;
         if (l->low) {
-            unsigned drop = (l->low + 1u) / 2;
+            /* A list idle for a whole period (it ends where the last GC left it and never went
+             * below that) and holding more than a batch goes back entirely: a burst of one size that
+             * is over. Short lists keep the halving: a class used now and then would otherwise
+             * refill from its slab on each use (alloc-test: +35% time without that bound). */
+            bool idle = l->low == l->count && l->count == cache->gc_count[cls] && l->count > SM_FN(batch_of)(cls);
+            unsigned drop = idle ? l->low : (l->low + 1u) / 2;
             SM_FN(drain)(l, drop, &sink);
             cut = drop; /* count - drop <= limit - drop: the invariant holds */
         }
@@ -292,6 +306,7 @@ SM_SLOWPATH void SM_FN(gc)(struct SM_FN(cache) *cache, unsigned keep_cls, bool p
         l->limit = (uint16_t)(l->limit - cut);
         cache->capacity -= cut * size;
         l->low = (uint16_t)l->count;
+        cache->gc_count[cls] = (uint16_t)l->count;
     }
     SM_FN(release)(sink.blocks, sink.n);
     cache->events = 0;

@@ -76,6 +76,17 @@
 #define SM_ERR callback
 #include <sunmao/layers/core/slab_lk.h>
 
+/* At most 2 empty slabs kept across classes */
+#define SM_LAYER fk_em
+#include "tests/support/fake_next.h"
+#define SM_LAYER sl_em
+#define SM_NEXT fk_em
+#define SM_SYNC spinlock
+#define SM_SIZECLASS tc
+#define SM_ERR callback
+#define SM_OPT_EMPTY_MAX 2
+#include <sunmao/layers/core/slab_lk.h>
+
 _Static_assert(sl_tc_thread_safe == 1 && sl_sp_thread_safe == 1 && sl_oom_thread_safe == 0, "thread_safe property");
 _Static_assert(sl_tc_min_align == 16 && sl_tc_zeroed == 0, "alignment and zeroing properties");
 
@@ -169,6 +180,7 @@ INSTANCE(sl_lb, fk_lb, log2b, sm_sizeclass_log2b_max_size, 65536)
 INSTANCE(sl_iv, fk_iv, ivc, sm_sizeclass_ivc_max_size, 16384)
 INSTANCE(sl_mx, fk_mx, prime, sm_sizeclass_prime_max_size, 65536)
 INSTANCE(sl_sp, fk_sp, tc, sm_sizeclass_tc_max_size, 65536)
+INSTANCE(sl_em, fk_em, tc, sm_sizeclass_tc_max_size, 65536)
 
 static const inst_t *const policy_insts[] = { &sl_tc_inst, &sl_lb_inst, &sl_iv_inst };
 
@@ -344,6 +356,40 @@ static void hysteresis(void)
         t->free(objs[i]);
     CHECK(t->fake_blocks_sized(t->slab) == base);
     CHECK(err_total() == 0 && t->fake_bad_frees() == 0);
+}
+
+/* SM_OPT_EMPTY_MAX: one object of each of four classes, freed in turn, leaves each class an empty
+ * slab; with the bound at 2 only the two emptied last stay (their next allocation reaches nothing
+ * below), the two oldest went back. Without a bound (sl_sp) all four stay. */
+static void empty_bound_one(const inst_t *t, unsigned want_kept)
+{
+    static const size_t sizes[] = { 64, 128, 256, 512 }; /* 64 KiB slabs, unlike the page-map leaves */
+    void *objs[4];
+    size_t base = t->fake_blocks_sized(t->slab);
+    for (int i = 0; i < 4; i++) {
+        objs[i] = t->alloc(sizes[i], 0);
+        CHECK(objs[i] != NULL);
+    }
+    CHECKF(t->fake_blocks_sized(t->slab) == base + 4, "%s: four classes took %zu slabs", t->name,
+           t->fake_blocks_sized(t->slab) - base);
+    for (int i = 0; i < 4; i++)
+        t->free(objs[i]);
+    CHECKF(t->fake_blocks_sized(t->slab) == base + want_kept, "%s: %zu empty slabs kept, want %u", t->name,
+           t->fake_blocks_sized(t->slab) - base, want_kept);
+    /* the classes emptied last kept theirs: allocating from them takes nothing from below */
+    unsigned long allocs = t->fake_allocs();
+    for (int i = 3; i >= 4 - (int)want_kept; i--)
+        objs[i] = t->alloc(sizes[i], 0);
+    CHECKF(t->fake_allocs() == allocs, "%s: a kept slab was not reused", t->name);
+    for (int i = 3; i >= 4 - (int)want_kept; i--)
+        t->free(objs[i]);
+    CHECK(err_total() == 0 && t->fake_bad_frees() == 0);
+}
+static void empty_bound(void)
+{
+    err_reset();
+    empty_bound_one(&sl_em_inst, 2);
+    empty_bound_one(&sl_sp_inst, 4); /* fresh: the stress case, which uses it, runs later */
 }
 
 static void errors_one(const inst_t *t)
@@ -782,6 +828,7 @@ int main(void)
     RUN_CASE(no_overlap);
     RUN_CASE(aligned);
     RUN_CASE(hysteresis);
+    RUN_CASE(empty_bound);
     RUN_CASE(errors);
     RUN_CASE(resize_and_above_max);
     RUN_CASE(out_of_memory);

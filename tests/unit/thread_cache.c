@@ -335,8 +335,9 @@ static void overflow_body(void)
 }
 static void overflow(void) { in_thread(overflow_body); }
 
-/* GC by low-water mark: after a burst, a class left alone loses half of what it caches at each GC,
- * which other classes' slow-path events trigger. */
+/* GC by low-water mark: after a burst, a class left alone gives back half of its low-water mark at a
+ * GC, which other classes' slow-path events trigger, and all it holds once a whole period passed
+ * with the list idle (and longer than a batch): a finished burst does not pin its slabs. */
 static void gc_low_water_body(void)
 {
     enum { BURST = 2000, OTHER = 6000 }; /* a burst long enough to grow the list past a batch */
@@ -350,12 +351,17 @@ static void gc_low_water_body(void)
     unsigned cached = l->count;
     long below_before = CNT_GET(outstanding_by_class[hot]);
     CHECKF(cached > 64, "only %u cached after the burst", cached);
-    /* idle for class 64; slow-path events in class 32: misses every batch */
-    for (int i = 0; i < OTHER; i++)
+    /* idle for class 64; slow-path events in class 32: misses every batch, a GC every 64 of them */
+    unsigned gcs = 0, events = tcache_tls->events;
+    for (int i = 0; i < OTHER; i++) {
         objs[i] = t_malloc(32);
-    CHECKF(l->count <= cached / 2, "class 64 still caches %u of %u", l->count, cached);
+        gcs += tcache_tls->events < events;
+        events = tcache_tls->events;
+    }
+    CHECKF(gcs >= 3, "only %u GCs", gcs);
+    CHECKF(l->count == 0, "class 64, idle for whole GC periods, still caches %u of %u", l->count, cached);
     long below_after = CNT_GET(outstanding_by_class[hot]);
-    CHECKF(below_after <= below_before - (long)cached / 2, "the slab's live 64 B objects went %ld -> %ld",
+    CHECKF(below_after <= below_before - (long)cached, "the slab's live 64 B objects went %ld -> %ld",
            below_before, below_after);
     CHECKF(l->count <= l->limit, "count %u limit %u", l->count, l->limit);
     for (int i = 0; i < OTHER; i++)

@@ -296,8 +296,8 @@ static void slow_start_body(void)
     static __thread void *objs[N];
     cnt_nwants = 0;
     for (int i = 0; i < N; i++)
-        objs[i] = t_malloc(128);
-    unsigned batch = tcache_batch_of(cls_of(128)); /* 32 */
+        objs[i] = t_malloc(256);
+    unsigned batch = tcache_batch_of(cls_of(256)); /* 32; 256 B: no own cache lines to fill first */
     CHECKF(cnt_nwants >= 10, "%u refills", cnt_nwants);
     /* the first refill also made the cache: it is the first request with a want */
     for (unsigned i = 0; i < 5 && i < cnt_nwants; i++)
@@ -607,11 +607,15 @@ static void hit_paths_body(void)
     sl_free(&r);
 
     t_free(t_malloc(64)); /* the first slow path: the cache exists and 64's list holds its first
-                           * fetch, two cache lines of objects (2 of 64 bytes), plus the freed one */
-    CHECKF(my_list(64)->count == 2, "count %u", (unsigned)my_list(64)->count);
+                           * fetch, four cache lines of objects (4 of 64 bytes), the freed one among them */
+    CHECKF(my_list(64)->count == 4, "count %u", (unsigned)my_list(64)->count);
     void *q = tcache_alloc_hit(64);
     void *p = tcache_alloc_hit(64);
-    CHECK(q != NULL && p != NULL && my_list(64)->count == 0);
+    void *r1 = tcache_alloc_hit(64), *r2 = tcache_alloc_hit(64);
+    CHECK(q != NULL && p != NULL && r1 != NULL && r2 != NULL && my_list(64)->count == 0);
+    t_free(r1);
+    t_free(r2);
+    CHECK(tcache_alloc_hit(64) == r2 && tcache_alloc_hit(64) == r1); /* LIFO */
     CHECK(tcache_alloc_hit(64) == NULL); /* empty list: a miss, not a refill */
     CHECK(tcache_free_hit(p, 0, 0) && my_list(64)->count == 1);
     CHECK(tcache_alloc_hit(60) == p); /* same class */

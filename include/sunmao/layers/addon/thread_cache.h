@@ -642,12 +642,7 @@ SM_SLOWPATH void *SM_FN(refill_aligned)(size_t size, size_t align)
         /* The next layer does not align this class's objects naturally: keep the object for
          * plain requests and pass this one down. */
         if (l->count < l->limit) {
-            ((void **)p)[0] = l->head;
-#if SM_OPT_DOUBLE_FREE_CHECK
-            ((uintptr_t *)p)[1] = cache->tag;
-#endif
-            l->head = p;
-            l->count++;
+            SM_FN(list_push)(cache, l, p);
         } else {
             SM_FN(release)(&p, 1);
         }

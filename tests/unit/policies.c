@@ -212,6 +212,33 @@ static void pagemap_set_get_clear(void)
     CHECK(sm_pagemap_get(&map16, 16, base + (1ull << 30)) == 7 && sm_pagemap_get(&map16, 16, base) == 0xabc);
 }
 
+/* The two-level map and its window: lookups inside the window (one load) and outside it (through
+ * the root) agree with sm_pagemap2_get; an unset window sends everything through the root; an
+ * address 2^48 above a mapped one finds nothing. */
+static uintptr_t *map2[SM_PAGEMAP2_ROOT_LEN(16)];
+static sm_pagemap2_window_t window2 = SM_PAGEMAP2_WINDOW_INIT;
+static void pagemap2_window(void)
+{
+    char *base = (char *)(uintptr_t)0x7f1234560000ull, *far = base + (64ull << 30); /* next window */
+    CHECK(sm_pagemap2_get_windowed(map2, &window2, 16, base) == 0);
+    CHECK(sm_pagemap2_set(map2, 16, base, 2 << 16, 0x11, node_alloc));
+    CHECK(sm_pagemap2_get_windowed(map2, &window2, 16, base) == 0x11); /* window unset: the root */
+    sm_pagemap2_window_note(&window2, map2, 16, base);
+    CHECKF(window2.leaf != NULL && window2.base == ((uintptr_t)base & ~((64ull << 30) - 1)), "window at %#lx",
+           (unsigned long)window2.base);
+    CHECK(sm_pagemap2_set(map2, 16, far, 1 << 16, 0x22, node_alloc));
+    sm_pagemap2_window_note(&window2, map2, 16, far); /* already set: stays where it is */
+    CHECK(window2.base == ((uintptr_t)base & ~((64ull << 30) - 1)));
+    const char *probes[] = { base, base + (2 << 16) - 1, base + (2 << 16), base - 1, far, far + (1 << 16) };
+    for (unsigned i = 0; i < sizeof probes / sizeof *probes; i++)
+        CHECKF(sm_pagemap2_get_windowed(map2, &window2, 16, probes[i]) == sm_pagemap2_get(map2, 16, probes[i]),
+               "probe %u: windowed %#lx, root %#lx", i, (unsigned long)sm_pagemap2_get_windowed(map2, &window2, 16, probes[i]),
+               (unsigned long)sm_pagemap2_get(map2, 16, probes[i]));
+    CHECK(sm_pagemap2_get_windowed(map2, &window2, 16, base) == 0x11 &&
+          sm_pagemap2_get_windowed(map2, &window2, 16, far) == 0x22);
+    CHECK(sm_pagemap2_get(map2, 16, base + (1ull << 48)) == 0);
+}
+
 int main(void)
 {
     check_begin("policies");
@@ -226,5 +253,6 @@ int main(void)
     RUN_CASE(err_fatal_aborts);
     RUN_CASE(msg_format_conversions);
     RUN_CASE(pagemap_set_get_clear);
+    RUN_CASE(pagemap2_window);
     return check_end();
 }

@@ -121,6 +121,44 @@ SM_INLINE uintptr_t sm_pagemap2_get_wrapped(uintptr_t *const *root, unsigned shi
     return __atomic_load_n(&leaf[g & (((uintptr_t)1 << SM_PAGEMAP2_LEAF_BITS) - 1)], __ATOMIC_RELAXED);
 }
 
+/* A two-level map's window: the first leaf the map made and the address its range starts at
+ * (2^(shift + 20) bytes, 64 GiB at a 64 KiB granule). A lookup inside the window reads the leaf
+ * straight away: one load that depends on the address instead of two (root, then leaf). Programs
+ * map their heap memory close together, so in practice every lookup is inside it; others take the
+ * root. For a free's hit path, which waits on the class its lookup finds: a malloc+free pair cycling
+ * 5 classes 8.9 -> 7.6 ns. Set once (sm_pagemap2_window_note), then read only. */
+typedef struct {
+    uintptr_t base;   /* 2^63 (no user address is inside) until set */
+    uintptr_t *leaf;
+} sm_pagemap2_window_t;
+#define SM_PAGEMAP2_WINDOW_INIT { .base = (uintptr_t)1 << 63, .leaf = NULL }
+
+/* As sm_pagemap2_get_wrapped, through the window where addr is inside it. */
+SM_INLINE uintptr_t sm_pagemap2_get_windowed(uintptr_t *const *root, const sm_pagemap2_window_t *win, unsigned shift,
+                                             const void *addr)
+{
+    uintptr_t off = (uintptr_t)addr - __atomic_load_n(&win->base, __ATOMIC_ACQUIRE);
+    if (sm_likely(off >> (shift + SM_PAGEMAP2_LEAF_BITS) == 0))
+        return __atomic_load_n(&win->leaf[off >> shift], __ATOMIC_RELAXED);
+    return sm_pagemap2_get_wrapped(root, shift, addr);
+}
+
+/* After a granule at addr was set: if the window is not set yet, it becomes addr's leaf. The leaf
+ * is published before the base (release), so a reader that finds addr inside finds the leaf. Caller
+ * holds the owner's lock. */
+static inline void sm_pagemap2_window_note(sm_pagemap2_window_t *win, uintptr_t *const *root, unsigned shift,
+                                           const void *addr)
+{
+    if (win->leaf)
+        return;
+    uintptr_t g = (uintptr_t)addr >> shift;
+    uintptr_t *leaf = root[g >> SM_PAGEMAP2_LEAF_BITS];
+    if (!leaf)
+        return;
+    __atomic_store_n(&win->leaf, leaf, __ATOMIC_RELAXED);
+    __atomic_store_n(&win->base, (g >> SM_PAGEMAP2_LEAF_BITS) << (shift + SM_PAGEMAP2_LEAF_BITS), __ATOMIC_RELEASE);
+}
+
 /* Set the word of every granule in [addr, addr + len), as sm_pagemap_set. node_alloc is asked
  * for SM_PAGEMAP2_LEAF_BYTES. Caller holds the owner's lock. */
 static inline bool sm_pagemap2_set(uintptr_t **root, unsigned shift, const void *addr, size_t len, uintptr_t value,

@@ -167,9 +167,11 @@ static struct {
     unsigned empty_count;   /* classes keeping an empty slab (atomic) */
     uint64_t empty_clock;   /* stamps for the kept slabs' age (atomic) */
     uintptr_t *map[SM_PAGEMAP2_ROOT_LEN(SM_FN(map_shift))]; /* two-level: see the layout above */
+    sm_pagemap2_window_t map_window; /* the map's first leaf, for block_class (core/pagemap.h) */
 } SM_FN(obj) = {
     .cls = { [0 ... SM_FN(class_count) - 1] = { .lock = SM_SYNC_INIT } },
     .map_lock = SM_SYNC_INIT,
+    .map_window = SM_PAGEMAP2_WINDOW_INIT,
 };
 
 /* The page-map word of p's granule: 0 if this layer does not own it, else first object | class. */
@@ -177,11 +179,12 @@ SM_INLINE uintptr_t SM_FN(lookup)(const void *p)
 {
     return sm_pagemap2_get(SM_FN(obj).map, SM_FN(map_shift), p);
 }
-/* The same for the hit path of a free, which checks p against the word anyway (object_index): the
- * word of p's address modulo 2^48, without the test for higher addresses. */
+/* The same for the hit path of a free, which checks p against the word anyway (object_index): one
+ * load through the map's window where p is inside it, else the word of p's address modulo 2^48,
+ * without the test for higher addresses (core/pagemap.h). */
 SM_INLINE uintptr_t SM_FN(lookup_checked_later)(const void *p)
 {
-    return sm_pagemap2_get_wrapped(SM_FN(obj).map, SM_FN(map_shift), p);
+    return sm_pagemap2_get_windowed(SM_FN(obj).map, &SM_FN(obj).map_window, SM_FN(map_shift), p);
 }
 SM_INLINE unsigned SM_FN(word_cls)(uintptr_t w) { return (unsigned)(uint16_t)w; }
 SM_INLINE uintptr_t SM_FN(word_first)(uintptr_t w) { return w >> 16; }
@@ -258,12 +261,14 @@ static void *SM_FN(map_node_alloc)(size_t bytes)
     return p;
 }
 
-/* Maps every granule of the slab at base to `word` (descriptor | class), or unmaps it with 0.
- * False if a map node could not be had. */
+/* Maps every granule of the slab at base to `word` (first object << 16 | class), or unmaps it
+ * with 0. False if a map node could not be had. */
 SM_INLINE bool SM_FN(map_slab)(uintptr_t word, void *base, size_t bytes)
 {
     SM_SYNC_FN(lock)(&SM_FN(obj).map_lock);
     bool ok = sm_pagemap2_set(SM_FN(obj).map, SM_FN(map_shift), base, bytes, word, SM_FN(map_node_alloc));
+    if (ok && word)
+        sm_pagemap2_window_note(&SM_FN(obj).map_window, SM_FN(obj).map, SM_FN(map_shift), base);
     if (!ok) /* undo the granules already set: the slab is about to go back */
         sm_pagemap2_set(SM_FN(obj).map, SM_FN(map_shift), base, bytes, 0, SM_FN(map_node_alloc));
     SM_SYNC_FN(unlock)(&SM_FN(obj).map_lock);

@@ -769,7 +769,7 @@ static void batch_free(void)
             if (!a)                                                                                \
                 return;                                                                            \
             uintptr_t w = SL##_lookup(a), last = SL##_lookup(a + size - 1);                        \
-            const struct SL##_geo *g = &SL##_obj.geo[cls];                                         \
+            const struct SL##_geo *g = &SL##_geometry[cls];                                         \
             char *slab = (char *)SL##_word_slab(w, g), *first = (char *)SL##_word_first(w);         \
             CHECKF(w == last, "%s: class %u: words %#lx and %#lx", t->name, cls, (unsigned long)w,   \
                    (unsigned long)last);                                                           \

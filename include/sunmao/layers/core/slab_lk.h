@@ -139,15 +139,17 @@ struct SM_FN(slab) {
     uint64_t free_bits[];            /* bit i set iff object i is free */
 };
 
-/* A class's geometry, the same for all its slabs: what getmeta and free need to check an object
- * start without loading the descriptor. 16 bytes, so the table of the small classes is a few
- * lines. Written (class lock held) before the class's first slab is mapped, then read only:
- * a block of the class reaches a reader only after that. */
+/* A class's geometry, the same for all its slabs: what block_class, getmeta and free need to check
+ * an object start without loading the descriptor. 16 bytes, so the table of the small classes is a
+ * few lines, in an array of its own: read on every free, never written near anything that is.
+ * Written (class lock held) before the class's first slab is mapped, then read only: a block of
+ * the class reaches a reader only after that. The class size is not here: the policy computes it
+ * off the free's hit path, and the check needs only its trailing zeros. */
 struct SM_FN(geo) {
-    uint64_t inverse; /* of the odd part of size, modulo 2^64 (see object_index) */
-    uint32_t size;    /* 0 until the class's first slab */
+    uint64_t inverse; /* of the odd part of the class size, modulo 2^64 (see object_index) */
     uint16_t offset;  /* of the first object from the slab's start (<= 4096 + descriptor) */
-    uint16_t nobjs;   /* objects per slab (<= 4096) */
+    uint16_t nobjs;   /* objects per slab (<= 4096); 0 until the class's first slab */
+    uint8_t twos;     /* trailing zero bits of the class size */
 };
 
 struct SM_FN(class) {
@@ -161,8 +163,6 @@ struct SM_FN(class) {
 
 static struct {
     struct SM_FN(class) cls[SM_FN(class_count)];
-    /* Read-mostly, apart from the class locks so frees on other threads do not bounce its lines. */
-    struct SM_FN(geo) geo[SM_FN(class_count)] SM_CACHE_ALIGNED;
     SM_SYNC_FN(t) map_lock; /* page map updates: slabs of different classes come and go at once */
     unsigned empty_count;   /* classes keeping an empty slab (atomic) */
     uint64_t empty_clock;   /* stamps for the kept slabs' age (atomic) */
@@ -173,6 +173,8 @@ static struct {
     .map_lock = SM_SYNC_INIT,
     .map_window = SM_PAGEMAP2_WINDOW_INIT,
 };
+
+static struct SM_FN(geo) SM_FN(geometry)[SM_FN(class_count)] SM_CACHE_ALIGNED;
 
 /* The page-map word of p's granule: 0 if this layer does not own it, else first object | class. */
 SM_INLINE uintptr_t SM_FN(lookup)(const void *p)
@@ -213,7 +215,7 @@ SM_INLINE size_t SM_FN(object_index)(const struct SM_FN(geo) *g, uintptr_t w, co
 {
     uint64_t off = (uint64_t)((uintptr_t)p - SM_FN(word_first)(w));
     uint64_t q = off * g->inverse;
-    unsigned twos = (unsigned)__builtin_ctz(g->size | (1u << 31)); /* size 0: never an object */
+    unsigned twos = g->twos;
     return (size_t)((q >> twos) | (q << ((64 - twos) & 63)));
 }
 
@@ -238,14 +240,14 @@ SM_SLOWPATH void SM_FN(compute_geometry)(struct SM_FN(class) *k, unsigned cls)
     }
     _Static_assert(sizeof(struct SM_FN(slab)) + SM_FN(max_objects) / 8 + SM_FN(max_object_align) <= 65535,
                    "slab_lk: the first object's offset must fit the geometry's 16 bits");
-    struct SM_FN(geo) *g = &SM_FN(obj).geo[cls];
+    struct SM_FN(geo) *g = &SM_FN(geometry)[cls];
     /* Newton's iteration for the inverse of an odd number modulo 2^64: x = odd is right in its 3
      * low bits (odd * odd = 1 mod 8) and each step doubles the correct bits: 3, 6, ..., 96. */
     uint64_t odd = (uint64_t)size >> __builtin_ctzll(size), inverse = odd;
     for (int i = 0; i < 5; i++)
         inverse *= 2 - odd * inverse;
     g->inverse = inverse;
-    g->size = (uint32_t)size;
+    g->twos = (uint8_t)__builtin_ctzll(size);
     g->offset = (uint16_t)offset;
     g->nobjs = (uint16_t)(nobjs < SM_FN(max_objects) ? nobjs : SM_FN(max_objects));
     k->slab_bytes = (uint32_t)slab;
@@ -280,7 +282,7 @@ SM_SLOWPATH struct SM_FN(slab) *SM_FN(slab_new)(struct SM_FN(class) *k, unsigned
 {
     if (!k->slab_bytes)
         SM_FN(compute_geometry)(k, cls);
-    const struct SM_FN(geo) *g = &SM_FN(obj).geo[cls];
+    const struct SM_FN(geo) *g = &SM_FN(geometry)[cls];
     sm_mctx_t r = sm_mctx_alloc(k->slab_bytes, k->slab_bytes, 0);
     struct SM_FN(slab) *s = (struct SM_FN(slab) *)SM_NEXT_FN(alloc)(&r);
     if (!s)
@@ -289,7 +291,7 @@ SM_SLOWPATH struct SM_FN(slab) *SM_FN(slab_new)(struct SM_FN(class) *k, unsigned
         /* The descriptor is complete before the map publishes it. */
         s->prev = s->next = NULL;
         s->objects = (char *)s + g->offset;
-        s->size = g->size;
+        s->size = (uint32_t)SM_SIZECLASS_FN(class_to_size)(cls);
         s->nobjs = s->nfree = g->nobjs;
         s->bytes = k->slab_bytes;
         unsigned full_words = g->nobjs / 64u, tail = g->nobjs % 64u, words = full_words + (tail != 0);
@@ -541,13 +543,13 @@ SM_INLINE void SM_FN(free)(sm_mctx_t *c)
         return;
     }
     unsigned cls = SM_FN(word_cls)(w);
-    const struct SM_FN(geo) *g = &SM_FN(obj).geo[cls];
+    const struct SM_FN(geo) *g = &SM_FN(geometry)[cls];
     size_t idx = SM_FN(object_index)(g, w, c->ptr);
     if (sm_unlikely(idx >= g->nobjs)) {
         SM_FN(report)(SM_ERR_INVALID_FREE, c->ptr, "pointer into a slab is not the start of an object; ignored");
         return;
     }
-    if (sm_unlikely((c->flags & SM_F_SIZED) && c->size > g->size)) {
+    if (sm_unlikely((c->flags & SM_F_SIZED) && c->size > SM_SIZECLASS_FN(class_to_size)(cls))) {
         SM_FN(report)(SM_ERR_INVALID_FREE, c->ptr, "sized free larger than the block's size class; ignored");
         return;
     }
@@ -591,7 +593,7 @@ SM_INLINE void SM_FN(free_batch)(void **blocks, unsigned n)
             continue;
         }
         unsigned cls = SM_FN(word_cls)(w);
-        const struct SM_FN(geo) *g = &SM_FN(obj).geo[cls];
+        const struct SM_FN(geo) *g = &SM_FN(geometry)[cls];
         size_t idx = SM_FN(object_index)(g, w, p);
         if (sm_unlikely(idx >= g->nobjs)) {
             SM_FN(report)(SM_ERR_INVALID_FREE, p, "pointer into a slab is not the start of an object; ignored");
@@ -652,7 +654,7 @@ SM_INLINE unsigned SM_FN(block_class)(const void *p)
 {
     uintptr_t w = SM_FN(lookup_checked_later)(p);
     unsigned cls = SM_FN(word_cls)(w);
-    const struct SM_FN(geo) *g = &SM_FN(obj).geo[cls];
+    const struct SM_FN(geo) *g = &SM_FN(geometry)[cls];
     if (sm_likely(w != 0) && sm_likely(SM_FN(object_index)(g, w, p) < g->nobjs))
         return cls;
     return SM_FN(class_count);
@@ -664,10 +666,11 @@ SM_INLINE bool SM_FN(getmeta)(sm_mctx_t *c)
     uintptr_t w = SM_FN(lookup)(c->ptr);
     if (!w)
         return SM_NEXT_FN(getmeta)(c);
-    const struct SM_FN(geo) *g = &SM_FN(obj).geo[SM_FN(word_cls)(w)];
+    unsigned cls = SM_FN(word_cls)(w);
+    const struct SM_FN(geo) *g = &SM_FN(geometry)[cls];
     if (SM_FN(object_index)(g, w, c->ptr) >= g->nobjs)
         return false;
-    c->usable = g->size;
+    c->usable = SM_SIZECLASS_FN(class_to_size)(cls);
     c->owner = SM_LAYER_NAME;
     return true;
 }
@@ -677,8 +680,9 @@ SM_INLINE bool SM_FN(resize)(sm_mctx_t *c, size_t n)
     uintptr_t w = SM_FN(lookup)(c->ptr);
     if (!w)
         return SM_NEXT_FN(resize)(c, n);
-    const struct SM_FN(geo) *g = &SM_FN(obj).geo[SM_FN(word_cls)(w)];
-    return n <= g->size && SM_FN(object_index)(g, w, c->ptr) < g->nobjs;
+    unsigned cls = SM_FN(word_cls)(w);
+    const struct SM_FN(geo) *g = &SM_FN(geometry)[cls];
+    return n <= SM_SIZECLASS_FN(class_to_size)(cls) && SM_FN(object_index)(g, w, c->ptr) < g->nobjs;
 }
 
 SM_INLINE void SM_FN(thread_exit)(void) { SM_NEXT_FN(thread_exit)(); }

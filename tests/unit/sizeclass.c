@@ -6,6 +6,7 @@
 #include <sunmao/policies/sizeclass/log2b.h>
 #include <sunmao/policies/sizeclass/prime.h>
 #include <sunmao/policies/sizeclass/tc.h>
+#include <sunmao/policies/sizeclass/tc8.h>
 #include "tests/support/check.h"
 
 #define SM_SIZECLASS_NAME tri
@@ -36,6 +37,7 @@ typedef struct {
     static const policy_t P##_desc = { #P, sm_sizeclass_##P##_count, sm_sizeclass_##P##_max_size, \
                                          P##_s2c, P##_c2s };
 WRAP(tc)
+WRAP(tc8)
 WRAP(log2b)
 WRAP(prime)
 WRAP(tri)
@@ -96,6 +98,28 @@ static void tc_policy(void)
         CHECKF((b - a) * 8 >= b && (b - a) * 4 <= b, "tc: gap %zu -> %zu", a, b);
     }
 }
+static void tc8_policy(void)
+{
+    check_policy(&tc8_desc);
+    /* up to 1 KiB the classes are tc's */
+    for (unsigned c = 0; c < sm_sizeclass_tc8_fine_first; c++)
+        CHECK(sm_sizeclass_tc8_class_to_size(c) == sm_sizeclass_tc_class_to_size(c));
+    CHECK(sm_sizeclass_tc8_class_to_size(sm_sizeclass_tc8_fine_first - 1) == 1024);
+    CHECK(sm_sizeclass_tc8_class_to_size(sm_sizeclass_tc8_fine_first) == 1152);
+    /* above 1 KiB neighbours are 6.25-12.5% apart, and every power of two from 128 B is a class */
+    for (unsigned c = sm_sizeclass_tc8_fine_first; c < sm_sizeclass_tc8_count; c++) {
+        size_t a = sm_sizeclass_tc8_class_to_size(c - 1), b = sm_sizeclass_tc8_class_to_size(c);
+        CHECKF((b - a) * 16 >= b && (b - a) * 8 <= b, "tc8: gap %zu -> %zu", a, b);
+    }
+    for (size_t s = 128; s <= sm_sizeclass_tc8_max_size; s <<= 1)
+        CHECKF(sm_sizeclass_tc8_class_to_size(sm_sizeclass_tc8_size_to_class(s)) == s, "tc8: %zu is no class", s);
+    /* the sizes the policy is for: sqlite's 8-byte prefix on 1 KiB, 4 KiB and its 4360 B pages */
+    CHECK(sm_sizeclass_tc8_class_to_size(sm_sizeclass_tc8_size_to_class(1032)) == 1152);
+    CHECK(sm_sizeclass_tc8_class_to_size(sm_sizeclass_tc8_size_to_class(4104)) == 4608);
+    CHECK(sm_sizeclass_tc8_class_to_size(sm_sizeclass_tc8_size_to_class(4368)) == 4608);
+    /* thread_cache stores classes in bytes */
+    CHECK(sm_sizeclass_tc8_count <= 256);
+}
 static void log2b_policy(void)
 {
     check_policy(&log2b_desc);
@@ -147,6 +171,7 @@ int main(void)
 {
     check_begin("sizeclass");
     RUN_CASE(tc_policy);
+    RUN_CASE(tc8_policy);
     RUN_CASE(log2b_policy);
     RUN_CASE(prime_policy);
     RUN_CASE(interval_three);

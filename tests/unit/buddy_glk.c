@@ -133,14 +133,17 @@ _Static_assert(bh_min_order == 6 && bh_max_order == 12, "two instances keep thei
         REQUIRE(idle_chunks <= 1, "%zu entirely free chunks kept (at most one spare)", idle_chunks);   \
         for (unsigned k = lo; k <= hi; k++) {                                                          \
             size_t n = 0;                                                                              \
-            struct L##_free_block *prev = NULL;                                                        \
-            for (struct L##_free_block *b = L##_obj.free[k - lo]; b; prev = b, b = b->next) {          \
+            struct L##_link *prev = NULL;                                                              \
+            for (struct L##_link *b = L##_obj.free[k - lo]; b; prev = b, b = b->next) {                \
                 REQUIRE(++n <= free_blocks[k], "free list %u longer than its free blocks", k);         \
                 REQUIRE(b->prev == prev, "free list %u: broken back link", k);                         \
-                struct L##_chunk *ch = L##_chunk_of(b);                                                \
-                REQUIRE(ch, "free list %u holds %p outside every chunk", k, (void *)b);                \
-                REQUIRE(ch->state[(size_t)((char *)b - ch->base) >> lo] == (0x40 | k),                 \
-                        "free list %u holds %p whose state disagrees", k, (void *)b);                  \
+                struct L##_chunk *ch = L##_chunk_of(b->block);                                         \
+                REQUIRE(ch, "free list %u holds %p outside every chunk", k, (void *)b->block);         \
+                size_t i = (size_t)(b->block - ch->base) >> lo;                                        \
+                REQUIRE(b == &ch->links[i], "free list %u: %p linked through another block's link", k, \
+                        (void *)b->block);                                                             \
+                REQUIRE(ch->state[i] == (0x40 | k), "free list %u holds %p whose state disagrees", k,   \
+                        (void *)b->block);                                                             \
             }                                                                                          \
             REQUIRE(n == free_blocks[k], "free list %u has %zu blocks, metadata %zu", k, n, free_blocks[k]); \
             REQUIRE(!!(L##_obj.nonempty & (1ull << (k - lo))) == (n > 0), "non-empty bit %u wrong", k); \

@@ -17,7 +17,7 @@
  * aligned to 64 KiB). Instead each chunk has a descriptor, itself taken from the next layer, with one
  * state byte per min block, found in O(1) through a page map at chunk granularity. The byte of a
  * block's first min block holds its order and whether it is free or allocated; all others are 0.
- * Free blocks are linked per order through their own first 16 bytes.
+ * Free blocks are linked per order through links in the descriptor (see struct link).
  *
  * When a chunk becomes entirely free it goes back to the next layer, unless no other chunk is
  * entirely free: that one stays as a spare, so a program hovering around a chunk boundary does not
@@ -77,20 +77,27 @@ _Static_assert(SM_FN(max_order) - SM_FN(min_order) < 64, "buddy_glk: too many or
 #define SM_BUDDY_ORDER 0x3fu
 #define SM_BUDDY_BIT(k) ((uint64_t)1 << ((k) - SM_FN(min_order)))
 
-struct SM_FN(free_block) {
-    struct SM_FN(free_block) *next, *prev;
+/* A free block's place on its order's free list. The links live in the chunk's descriptor, one per
+ * min block, never in the free block itself: a free block's pages stay untouched. Splitting a fresh
+ * chunk down to 64 KiB wrote a link into six of its pages (24 KiB resident in every process that
+ * made one slab), and a link written into a block the layers below have purged faults a page in
+ * again. */
+struct SM_FN(link) {
+    struct SM_FN(link) *next, *prev;
+    char *block;
 };
 
 struct SM_FN(chunk) {
     char *base;
     struct SM_FN(chunk) *next, *prev; /* every chunk, so diagnostics and tests can walk the heap */
     uint8_t state[(SM_OPT_CHUNK_SIZE) / (SM_OPT_MIN_BLOCK)];
+    struct SM_FN(link) links[(SM_OPT_CHUNK_SIZE) / (SM_OPT_MIN_BLOCK)]; /* used while that block is free */
 };
 
 static struct {
     SM_SYNC_FN(t) lock;
     uint64_t nonempty; /* bit k - min_order: the free list of order k has a block */
-    struct SM_FN(free_block) *free[SM_FN(max_order) - SM_FN(min_order) + 1];
+    struct SM_FN(link) *free[SM_FN(max_order) - SM_FN(min_order) + 1];
     struct SM_FN(chunk) *chunks;
     size_t chunk_count, map_nodes;
     /* chunk granule -> its descriptor. Two-level: a root of 64 words for 4 MiB chunks, and 8 MiB
@@ -105,9 +112,11 @@ SM_INLINE struct SM_FN(chunk) *SM_FN(chunk_of)(const void *p)
     return (struct SM_FN(chunk) *)sm_pagemap2_get(SM_FN(obj).map, SM_FN(max_order), p);
 }
 
-SM_INLINE void SM_FN(push)(unsigned order, void *block)
+/* Puts the block at offset off of chunk ch on the free list of its order. Caller holds the lock. */
+SM_INLINE void SM_FN(push)(unsigned order, struct SM_FN(chunk) *ch, size_t off)
 {
-    struct SM_FN(free_block) *b = (struct SM_FN(free_block) *)block, **head = &SM_FN(obj).free[order - SM_FN(min_order)];
+    struct SM_FN(link) *b = &ch->links[off >> SM_FN(min_order)], **head = &SM_FN(obj).free[order - SM_FN(min_order)];
+    b->block = ch->base + off;
     b->prev = NULL;
     b->next = *head;
     if (*head)
@@ -116,9 +125,9 @@ SM_INLINE void SM_FN(push)(unsigned order, void *block)
     SM_FN(obj).nonempty |= SM_BUDDY_BIT(order);
 }
 
-SM_INLINE void SM_FN(unlink)(unsigned order, void *block)
+SM_INLINE void SM_FN(unlink)(unsigned order, struct SM_FN(chunk) *ch, size_t off)
 {
-    struct SM_FN(free_block) *b = (struct SM_FN(free_block) *)block, **head = &SM_FN(obj).free[order - SM_FN(min_order)];
+    struct SM_FN(link) *b = &ch->links[off >> SM_FN(min_order)], **head = &SM_FN(obj).free[order - SM_FN(min_order)];
     if (b->prev)
         b->prev->next = b->next;
     else
@@ -173,7 +182,7 @@ SM_SLOWPATH bool SM_FN(grow)(void)
     SM_FN(obj).chunks = ch;
     SM_FN(obj).chunk_count++;
     ch->state[0] = (uint8_t)(SM_BUDDY_FREE | SM_FN(max_order));
-    SM_FN(push)(SM_FN(max_order), base);
+    SM_FN(push)(SM_FN(max_order), ch, 0);
     return true;
 }
 
@@ -213,14 +222,14 @@ SM_INLINE void *SM_FN(alloc)(sm_mctx_t *c)
         fits = SM_FN(obj).nonempty >> (order - SM_FN(min_order));
     }
     unsigned k = order + (unsigned)__builtin_ctzll(fits);
-    char *p = (char *)SM_FN(obj).free[k - SM_FN(min_order)];
-    SM_FN(unlink)(k, p);
+    char *p = SM_FN(obj).free[k - SM_FN(min_order)]->block;
     struct SM_FN(chunk) *ch = SM_FN(chunk_of)(p);
-    size_t i = (size_t)(p - ch->base) >> SM_FN(min_order);
+    size_t off = (size_t)(p - ch->base), i = off >> SM_FN(min_order);
+    SM_FN(unlink)(k, ch, off);
     while (k > order) { /* keep the lower half, free the upper one */
         k--;
         ch->state[i + ((size_t)1 << (k - SM_FN(min_order)))] = (uint8_t)(SM_BUDDY_FREE | k);
-        SM_FN(push)(k, p + ((size_t)1 << k));
+        SM_FN(push)(k, ch, off + ((size_t)1 << k));
     }
     ch->state[i] = (uint8_t)(SM_BUDDY_USED | order);
     SM_SYNC_FN(unlock)(&SM_FN(obj).lock);
@@ -282,7 +291,7 @@ SM_INLINE void SM_FN(free)(sm_mctx_t *c)
         size_t buddy = off ^ ((size_t)1 << k);
         if (ch->state[buddy >> SM_FN(min_order)] != (SM_BUDDY_FREE | k))
             break;
-        SM_FN(unlink)(k, ch->base + buddy);
+        SM_FN(unlink)(k, ch, buddy);
         ch->state[buddy >> SM_FN(min_order)] = 0;
         off &= ~((size_t)1 << k);
     }
@@ -290,7 +299,7 @@ SM_INLINE void SM_FN(free)(sm_mctx_t *c)
         SM_FN(release)(ch); /* no spare wanted, or another free chunk is already the spare */
     } else {
         ch->state[off >> SM_FN(min_order)] = (uint8_t)(SM_BUDDY_FREE | k);
-        SM_FN(push)(k, ch->base + off);
+        SM_FN(push)(k, ch, off);
     }
     SM_SYNC_FN(unlock)(&SM_FN(obj).lock);
 }
@@ -328,13 +337,13 @@ SM_INLINE bool SM_FN(resize)(sm_mctx_t *c, size_t n)
         while (k > want) {
             k--;
             ch->state[(off + ((size_t)1 << k)) >> SM_FN(min_order)] = (uint8_t)(SM_BUDDY_FREE | k);
-            SM_FN(push)(k, ch->base + off + ((size_t)1 << k));
+            SM_FN(push)(k, ch, off + ((size_t)1 << k));
         }
     } else if (ok && want > k) {
         for (unsigned j = k; ok && j < want; j++)
             ok = !(off & ((size_t)1 << j)) && ch->state[(off + ((size_t)1 << j)) >> SM_FN(min_order)] == (SM_BUDDY_FREE | j);
         for (unsigned j = k; ok && j < want; j++) {
-            SM_FN(unlink)(j, ch->base + off + ((size_t)1 << j));
+            SM_FN(unlink)(j, ch, off + ((size_t)1 << j));
             ch->state[(off + ((size_t)1 << j)) >> SM_FN(min_order)] = 0;
         }
     }

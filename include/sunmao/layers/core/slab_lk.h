@@ -169,12 +169,15 @@ static struct {
     unsigned empty_count;   /* classes keeping an empty slab (atomic) */
     uint64_t empty_clock;   /* stamps for the kept slabs' age (atomic) */
     uintptr_t *map[SM_PAGEMAP2_ROOT_LEN(SM_FN(map_shift))]; /* two-level: see the layout above */
-    sm_pagemap2_window_t map_window; /* the map's first leaf, for block_class (core/pagemap.h) */
 } SM_FN(obj) = {
     .cls = { [0 ... SM_FN(class_count) - 1] = { .lock = SM_SYNC_INIT } },
     .map_lock = SM_SYNC_INIT,
-    .map_window = SM_PAGEMAP2_WINDOW_INIT,
 };
+/* The map's first leaf, for block_class (core/pagemap.h). Not in obj: its initial value is not
+ * zero, and obj (36 KiB with the map's root) would leave .bss for .data, whose pages the kernel
+ * maps in 64 KiB at a time once one is read: 36 KiB of RSS in every process instead of the
+ * few pages in use. */
+static sm_pagemap2_window_t SM_FN(map_window) = SM_PAGEMAP2_WINDOW_INIT;
 
 static struct SM_FN(geo) SM_FN(geometry)[SM_FN(class_count)] SM_CACHE_ALIGNED;
 
@@ -188,7 +191,7 @@ SM_INLINE uintptr_t SM_FN(lookup)(const void *p)
  * without the test for higher addresses (core/pagemap.h). */
 SM_INLINE uintptr_t SM_FN(lookup_checked_later)(const void *p)
 {
-    return sm_pagemap2_get_windowed(SM_FN(obj).map, &SM_FN(obj).map_window, SM_FN(map_shift), p);
+    return sm_pagemap2_get_windowed(SM_FN(obj).map, &SM_FN(map_window), SM_FN(map_shift), p);
 }
 SM_INLINE unsigned SM_FN(word_cls)(uintptr_t w) { return (unsigned)(uint16_t)w; }
 SM_INLINE uintptr_t SM_FN(word_first)(uintptr_t w) { return w >> 16; }
@@ -272,7 +275,7 @@ SM_INLINE bool SM_FN(map_slab)(uintptr_t word, void *base, size_t bytes)
     SM_SYNC_FN(lock)(&SM_FN(obj).map_lock);
     bool ok = sm_pagemap2_set(SM_FN(obj).map, SM_FN(map_shift), base, bytes, word, SM_FN(map_node_alloc));
     if (ok && word)
-        sm_pagemap2_window_note(&SM_FN(obj).map_window, SM_FN(obj).map, SM_FN(map_shift), base);
+        sm_pagemap2_window_note(&SM_FN(map_window), SM_FN(obj).map, SM_FN(map_shift), base);
     if (!ok) /* undo the granules already set: the slab is about to go back */
         sm_pagemap2_set(SM_FN(obj).map, SM_FN(map_shift), base, bytes, 0, SM_FN(map_node_alloc));
     SM_SYNC_FN(unlock)(&SM_FN(obj).map_lock);

@@ -173,7 +173,7 @@ static struct {
     .cls = { [0 ... SM_FN(class_count) - 1] = { .lock = SM_SYNC_INIT } },
     .map_lock = SM_SYNC_INIT,
 };
-/* The map's first leaf, for block_class (core/pagemap.h). Not in obj: its initial value is not
+/* The map's first leaf, for lookup (core/pagemap.h). Not in obj: its initial value is not
  * zero, and obj (36 KiB with the map's root) would leave .bss for .data, whose pages the kernel
  * maps in 64 KiB at a time once one is read: 36 KiB of RSS in every process instead of the
  * few pages in use. */
@@ -181,15 +181,11 @@ static sm_pagemap2_window_t SM_FN(map_window) = SM_PAGEMAP2_WINDOW_INIT;
 
 static struct SM_FN(geo) SM_FN(geometry)[SM_FN(class_count)] SM_CACHE_ALIGNED;
 
-/* The page-map word of p's granule: 0 if this layer does not own it, else first object | class. */
+/* The page-map word of p's granule: 0 if this layer does not own it, else first object | class.
+ * One load through the map's window where p is inside it (core/pagemap.h). An address at 2^48 or
+ * above may find the word of its low 48 bits: every caller checks p against the word
+ * (object_index), which no such address passes. */
 SM_INLINE uintptr_t SM_FN(lookup)(const void *p)
-{
-    return sm_pagemap2_get(SM_FN(obj).map, SM_FN(map_shift), p);
-}
-/* The same for the hit path of a free, which checks p against the word anyway (object_index): one
- * load through the map's window where p is inside it, else the word of p's address modulo 2^48,
- * without the test for higher addresses (core/pagemap.h). */
-SM_INLINE uintptr_t SM_FN(lookup_checked_later)(const void *p)
 {
     return sm_pagemap2_get_windowed(SM_FN(obj).map, &SM_FN(map_window), SM_FN(map_shift), p);
 }
@@ -657,7 +653,7 @@ SM_INLINE void SM_FN(free_batch)(void **blocks, unsigned n)
  * Any answer >= class_count means "not one of my objects": not owned, or not an object start. */
 SM_INLINE unsigned SM_FN(block_class)(const void *p)
 {
-    uintptr_t w = SM_FN(lookup_checked_later)(p);
+    uintptr_t w = SM_FN(lookup)(p);
     unsigned cls = SM_FN(word_cls)(w);
     const struct SM_FN(geo) *g = &SM_FN(geometry)[cls];
     if (sm_likely(w != 0) && sm_likely(SM_FN(object_index)(g, w, p) < g->nobjs))

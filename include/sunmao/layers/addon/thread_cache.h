@@ -121,7 +121,7 @@
  * Why block_class and not getmeta: the unsized free needs the list, not the size. Asking getmeta
  * for the usable size, then mapping it back to a class and checking that it is exactly a class size
  * cost two table loads and a compare more, and getmeta's own size logic: 69 instructions per free
- * hit, now 35 (gcc 12). */
+ * hit, now 43 (gcc 12, with slab_lk's page-map window; the pair 11.60 -> 7.31 ns). */
 #include <pthread.h>
 #include <string.h>
 #include "../../core/errors.h"

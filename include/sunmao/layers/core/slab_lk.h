@@ -13,6 +13,7 @@
  *   objects. Slabs are requested from the next layer aligned to their size (buddy_glk does that).
  *   SM_OPT_EMPTY_MAX (default: the class count, i.e. no bound beyond one per class): how many
  *   empty slabs all classes together keep (see below).
+ *   SM_OPT_COLOURS (default 8, a power of two <= 16): slab colouring, see the layout below; 1 = off.
  * Properties: thread_safe from the sync policy, min_align 16, zeroed 0.
  * Beyond the contract (for a thread cache above, addon/thread_cache.h):
  *   unsigned L_alloc_batch(sm_mctx_t *c, void **out, unsigned n)  up to n objects of c->size's class
@@ -43,8 +44,14 @@
  * check the object start against the class's geometry (first object offset, object count, the
  * inverse of the size), a 16-byte entry of a small per-class table that stays in L1 and only feeds
  * a predicted branch: a multiply, a rotate and one compare (see object_index).
- * Only the bitmap update under the class lock touches the descriptor. (Tried and dropped: cache
- * colouring, a per-class offset of the first object, made no measurable difference.)
+ * Only the bitmap update under the class lock touches the descriptor.
+ * Colouring: the bitmap hands out the lowest free objects first, so the objects in use crowd at
+ * the start of their slabs, and slabs are aligned to 64 KiB: the same offsets in every slab of
+ * every class fall in the same sets of a 1-2 MiB L2 cache. Each slab of a class whose objects
+ * need no more than 64-byte alignment starts its objects 0..SM_OPT_COLOURS-1 cache lines later,
+ * chosen by its address (the class reserves room for the largest shift, 448 B of 64 KiB at 8).
+ * alloc-test (random replacement of 4096 blocks, 2 threads): 0.36 -> 0.32 s over 9 runs, min-max
+ * apart; larson, glibc-thread unchanged. (A per-class offset, tried first, changed nothing.)
  *
  * Free objects are tracked by a bitmap (1 = free, as jemalloc 2006's region bitmaps) with a
  * 64-bit summary of the non-empty words: allocation is two count-trailing-zeros, a double free is
@@ -104,6 +111,9 @@
 #ifndef SM_OPT_EMPTY_MAX
 #define SM_OPT_EMPTY_MAX SM_SIZECLASS_FN(count)
 #endif
+#ifndef SM_OPT_COLOURS
+#define SM_OPT_COLOURS 8
+#endif
 #include "../../policies/size_handle.h"
 
 _Static_assert((SM_OPT_SLAB_SIZE) >= 4096 && (SM_OPT_SLAB_SIZE) <= 65536 &&
@@ -114,6 +124,8 @@ _Static_assert((size_t)(SM_SIZE_MAX) <= (size_t)SM_SIZECLASS_FN(max_size),
 _Static_assert((size_t)(SM_SIZE_MAX) <= ((size_t)2 << 20),
                "slab_lk: objects above 2 MiB do not belong in slabs; lower SM_SIZE_MAX");
 _Static_assert((SM_OPT_EMPTY_MAX) >= 1, "slab_lk: SM_OPT_EMPTY_MAX must be at least 1");
+_Static_assert((SM_OPT_COLOURS) >= 1 && (SM_OPT_COLOURS) <= 16 && ((SM_OPT_COLOURS) & ((SM_OPT_COLOURS) - 1)) == 0,
+               "slab_lk: SM_OPT_COLOURS must be a power of two in [1, 16]");
 
 enum {
     SM_FN(thread_safe) = SM_SYNC_FN(thread_safe),
@@ -125,6 +137,7 @@ enum {
     SM_FN(max_objects) = 64 * 64,
     SM_FN(min_objects) = 8,
     SM_FN(max_object_align) = 4096, /* larger alignments would waste too much of a slab */
+    SM_FN(colour_unit) = 64,          /* a cache line: one colour step */
 };
 
 /* The page-map word (see the layout above): the address of the slab's first object in the high
@@ -152,6 +165,8 @@ struct SM_FN(geo) {
     uint16_t offset;  /* of the first object from the slab's start (<= 4096 + descriptor) */
     uint16_t nobjs;   /* objects per slab (<= 4096); 0 until the class's first slab */
     uint8_t twos;     /* trailing zero bits of the class size */
+    uint8_t slab_shift; /* log2 of the class's slab size */
+    uint8_t coloured;   /* the class's slabs are coloured (see the layout above) */
 };
 
 struct SM_FN(class) {
@@ -191,10 +206,11 @@ SM_INLINE uintptr_t SM_FN(lookup)(const void *p)
 }
 SM_INLINE unsigned SM_FN(word_cls)(uintptr_t w) { return (unsigned)(uint16_t)w; }
 SM_INLINE uintptr_t SM_FN(word_first)(uintptr_t w) { return w >> 16; }
-/* The descriptor: the first object's address less the class's offset. */
+/* The descriptor: the first object's address less the class's offset and the slab's colour, which
+ * is less than a slab, whose start is aligned to its size. */
 SM_INLINE struct SM_FN(slab) *SM_FN(word_slab)(uintptr_t w, const struct SM_FN(geo) *g)
 {
-    return (struct SM_FN(slab) *)(SM_FN(word_first)(w) - g->offset);
+    return (struct SM_FN(slab) *)((SM_FN(word_first)(w) - g->offset) & ~(((uintptr_t)1 << g->slab_shift) - 1));
 }
 SM_INLINE uintptr_t SM_FN(make_word)(const struct SM_FN(slab) *s, unsigned cls)
 {
@@ -231,11 +247,13 @@ SM_SLOWPATH void SM_FN(compute_geometry)(struct SM_FN(class) *k, unsigned cls)
     size_t align = size & -size;
     if (align > SM_FN(max_object_align))
         align = SM_FN(max_object_align);
+    bool coloured = (SM_OPT_COLOURS) > 1 && align <= SM_FN(colour_unit);
+    size_t reserve = coloured ? ((SM_OPT_COLOURS) - 1) * (size_t)SM_FN(colour_unit) : 0; /* the largest shift */
     size_t slab = SM_OPT_SLAB_SIZE, offset, nobjs;
     for (;; slab <<= 1) {
         size_t most = slab / size < SM_FN(max_objects) ? slab / size : SM_FN(max_objects);
         offset = sm_align_up(sizeof(struct SM_FN(slab)) + (most + 63) / 64 * sizeof(uint64_t), align);
-        nobjs = offset < slab ? (slab - offset) / size : 0;
+        nobjs = offset + reserve < slab ? (slab - offset - reserve) / size : 0;
         if (nobjs >= SM_FN(min_objects))
             break;
     }
@@ -249,6 +267,8 @@ SM_SLOWPATH void SM_FN(compute_geometry)(struct SM_FN(class) *k, unsigned cls)
         inverse *= 2 - odd * inverse;
     g->inverse = inverse;
     g->twos = (uint8_t)__builtin_ctzll(size);
+    g->slab_shift = (uint8_t)__builtin_ctzll(slab);
+    g->coloured = coloured;
     g->offset = (uint16_t)offset;
     g->nobjs = (uint16_t)(nobjs < SM_FN(max_objects) ? nobjs : SM_FN(max_objects));
     k->slab_bytes = (uint32_t)slab;
@@ -291,7 +311,8 @@ SM_SLOWPATH struct SM_FN(slab) *SM_FN(slab_new)(struct SM_FN(class) *k, unsigned
     if (sm_ptr_aligned(s, k->slab_bytes)) {
         /* The descriptor is complete before the map publishes it. */
         s->prev = s->next = NULL;
-        s->objects = (char *)s + g->offset;
+        size_t colour = g->coloured ? (((uintptr_t)s >> g->slab_shift) & ((SM_OPT_COLOURS) - 1)) * SM_FN(colour_unit) : 0;
+        s->objects = (char *)s + g->offset + colour;
         s->size = (uint32_t)SM_SIZECLASS_FN(class_to_size)(cls);
         s->nobjs = s->nfree = g->nobjs;
         s->bytes = k->slab_bytes;
@@ -714,4 +735,5 @@ SM_INLINE void SM_FN(fork_child)(void)
 
 #undef SM_OPT_SLAB_SIZE
 #undef SM_OPT_EMPTY_MAX
+#undef SM_OPT_COLOURS
 #include "../../core/layer_end.h"

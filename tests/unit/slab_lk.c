@@ -779,6 +779,15 @@ static void batch_free(void)
                    t->name, cls, (void *)first, (void *)a);                                        \
             CHECKF(sm_ptr_aligned(slab, SLAB) && slab < first, "%s: class %u: slab %p, object %p",   \
                    t->name, cls, (void *)slab, (void *)a);                                         \
+            /* the slab's colour: 0-7 lines by its address for classes aligned to <= 64 B, else 0; \
+             * objects keep their alignment and the last one still fits */                         \
+            size_t colour = (size_t)(first - slab) - g->offset;                                    \
+            size_t want_colour = g->coloured ? (((uintptr_t)slab >> g->slab_shift) & 7) * 64 : 0;     \
+            CHECKF(colour == want_colour && (g->coloured == ((size & -size) <= 64)) &&              \
+                       sm_ptr_aligned(first, min_size(size & -size, 4096)) &&                       \
+                       first + (size_t)g->nobjs * size <= slab + ((size_t)1 << g->slab_shift),      \
+                   "%s: class %u: colour %zu, want %zu, %u objects", t->name, cls, colour,          \
+                   want_colour, (unsigned)g->nobjs);                                               \
             CHECKF(t->getmeta(a, &usable, &owner) && usable == size && !strcmp(owner, t->name),    \
                    "%s: class %u: getmeta usable %zu, want %zu", t->name, cls, usable, size);      \
             CHECKF(!t->getmeta(a + 8, &usable, &owner), "%s: class %u: interior pointer accepted",  \
@@ -797,6 +806,25 @@ static void batch_free(void)
 MAP_WORD_CASE(sl_tc, 65536)
 MAP_WORD_CASE(sl_lb, 65536)
 MAP_WORD_CASE(sl_iv, 16384)
+/* Slabs of a coloured class take different colours: many slabs of 48 B objects, at least two. */
+static void colours_vary(void)
+{
+    enum { N = 12000 }; /* 48 B objects: about 1350 per 64 KiB slab, so about 9 slabs */
+    static void *objs[N];
+    unsigned seen = 0;
+    for (int i = 0; i < N; i++) {
+        objs[i] = sl_tc_inst.alloc(48, 0);
+        CHECK(objs[i] != NULL);
+        uintptr_t w = sl_tc_lookup(objs[i]);
+        const struct sl_tc_geo *g = &sl_tc_geometry[sl_tc_word_cls(w)];
+        char *slab = (char *)sl_tc_word_slab(w, g), *first = (char *)sl_tc_word_first(w);
+        seen |= 1u << (((size_t)(first - slab) - g->offset) / 64);
+    }
+    CHECKF(__builtin_popcount(seen) >= 2, "one colour for every slab (mask %#x)", seen);
+    for (int i = 0; i < N; i++)
+        sl_tc_inst.free(objs[i]);
+}
+
 static void map_word(void)
 {
     err_reset();
@@ -825,6 +853,7 @@ int main(void)
     CHECK(sl_tc_create() == 0 && sl_lb_create() == 0 && sl_iv_create() == 0);
     RUN_CASE(every_class);
     RUN_CASE(map_word);
+    RUN_CASE(colours_vary);
     RUN_CASE(no_overlap);
     RUN_CASE(aligned);
     RUN_CASE(hysteresis);

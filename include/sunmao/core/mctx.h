@@ -33,6 +33,15 @@ static inline sm_mctx_t sm_mctx_alloc(size_t size, size_t align, unsigned flags)
     return c;
 }
 
+/* p, what request c got (or NULL), zero-filled: cleared unless the layer that served it reported
+ * fresh memory (SM_F_FRESH). For a layer's own zeroed metadata (page-map nodes) from its next layer. */
+static inline void *sm_mctx_zeroed(const sm_mctx_t *c, void *p)
+{
+    if (p && !(c->flags & SM_F_FRESH))
+        __builtin_memset(p, 0, c->size);
+    return p;
+}
+
 static inline sm_mctx_t sm_mctx_block(void *ptr, size_t size, unsigned flags)
 {
     sm_mctx_t c = { size, SM_MIN_ALIGN, flags, -1, ptr, 0, NULL };

@@ -142,12 +142,9 @@ SM_INLINE void SM_FN(unlink)(unsigned order, struct SM_FN(chunk) *ch, size_t off
 static void *SM_FN(map_node_alloc)(size_t bytes)
 {
     sm_mctx_t r = sm_mctx_alloc(bytes, SM_CACHELINE, 0);
-    void *p = SM_NEXT_FN(alloc)(&r);
-    if (p) {
-        if (!(r.flags & SM_F_FRESH))
-            memset(p, 0, bytes);
+    void *p = sm_mctx_zeroed(&r, SM_NEXT_FN(alloc)(&r));
+    if (p)
         SM_FN(obj).map_nodes++;
-    }
     return p;
 }
 

@@ -278,10 +278,7 @@ SM_SLOWPATH void SM_FN(compute_geometry)(struct SM_FN(class) *k, unsigned cls)
 static void *SM_FN(map_node_alloc)(size_t bytes)
 {
     sm_mctx_t r = sm_mctx_alloc(bytes, 4096, 0);
-    void *p = SM_NEXT_FN(alloc)(&r);
-    if (p && !(r.flags & SM_F_FRESH))
-        memset(p, 0, bytes);
-    return p;
+    return sm_mctx_zeroed(&r, SM_NEXT_FN(alloc)(&r));
 }
 
 /* Maps every granule of the slab at base to `word` (first object << 16 | class), or unmaps it

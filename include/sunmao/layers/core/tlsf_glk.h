@@ -260,12 +260,9 @@ SM_INLINE void *SM_FN(carve)(struct SM_FN(block) *b, size_t size, size_t align)
 static void *SM_FN(map_node_alloc)(size_t bytes)
 {
     sm_mctx_t r = sm_mctx_alloc(bytes, 64, 0);
-    void *p = SM_NEXT_FN(alloc)(&r);
-    if (p) {
-        if (!(r.flags & SM_F_FRESH))
-            memset(p, 0, bytes);
+    void *p = sm_mctx_zeroed(&r, SM_NEXT_FN(alloc)(&r));
+    if (p)
         SM_FN(obj).map_nodes++;
-    }
     return p;
 }
 

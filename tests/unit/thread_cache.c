@@ -369,6 +369,50 @@ static void gc_low_water_body(void)
 }
 static void gc_low_water(void) { in_thread(gc_low_water_body); }
 
+/* The idle scan: every few refills, a list that no malloc used since the last scan and that holds
+ * more than a batch goes back whole, well before a GC; a list popped in between keeps its objects. */
+static void idle_scan_body(void)
+{
+    enum { BURST = 1000, OTHER = 4000 };
+    static __thread void *objs[OTHER];
+    unsigned idle_cls = cls_of(128);
+    /* both bursts allocated before either is freed: refills for one would scan the other */
+    for (int i = 0; i < 2 * BURST; i++)
+        objs[i] = t_malloc(i < BURST ? 128 : 64);
+    for (int i = 0; i < 2 * BURST; i++)
+        t_free(objs[i]);
+    const struct tcache_list *idle = my_list(128), *used = my_list(64);
+    unsigned idle_cached = idle->count, used_cached = used->count;
+    CHECKF(idle_cached > tcache_batch_of(idle_cls) && used_cached > tcache_batch_of(cls_of(64)),
+           "only %u and %u cached after the bursts", idle_cached, used_cached);
+    long below_before = CNT_GET(outstanding_by_class[idle_cls]);
+    tcache_tls->events = 0; /* a fresh GC period, so that no GC can do the scan's work below */
+    unsigned refills = tcache_tls->refills, events = 0;
+    int n = 0;
+    while (tcache_tls->refills - refills < 3 * tcache_idle_scan_refills && n < OTHER) {
+        objs[n++] = t_malloc(32);
+        if (n % 16 == 0) { /* class 64 in use, a little below its level, between the scans */
+            void *p = t_malloc(64);
+            CHECK(p != NULL);
+            t_free(p);
+        }
+        CHECKF(tcache_tls->events >= events, "a GC ran (events %u -> %u): the test would not isolate the scan",
+               events, tcache_tls->events);
+        events = tcache_tls->events;
+    }
+    CHECKF(tcache_tls->refills - refills >= 3 * tcache_idle_scan_refills, "only %u refills in %d mallocs",
+           tcache_tls->refills - refills, n);
+    CHECKF(idle->count == 0, "class 128, idle for %u refills, still caches %u of %u", 3 * tcache_idle_scan_refills,
+           idle->count, idle_cached);
+    CHECKF(CNT_GET(outstanding_by_class[idle_cls]) <= below_before - (long)idle_cached,
+           "the slab's live 128 B objects went %ld -> %ld", below_before, CNT_GET(outstanding_by_class[idle_cls]));
+    CHECKF(used->count >= used_cached - 1, "class 64, in use, went %u -> %u", used_cached, used->count);
+    CHECKF(idle->count <= idle->limit && used->count <= used->limit, "count above limit");
+    for (int i = 0; i < n; i++)
+        t_free(objs[i]);
+}
+static void idle_scan(void) { in_thread(idle_scan_body); }
+
 /* The byte budget (16 KiB here): capacity and cached bytes never exceed it, whatever the mix. */
 static size_t budget_cached_bytes(void)
 {
@@ -887,6 +931,7 @@ int main(void)
     RUN_CASE(first_objects_do_not_share_lines);
     RUN_CASE(overflow);
     RUN_CASE(gc_low_water);
+    RUN_CASE(idle_scan);
     RUN_CASE(budget);
     RUN_CASE(thread_exit_returns_all);
     RUN_CASE(destructor_after_exit);

@@ -136,7 +136,6 @@
 #include <string.h>
 #include "../../core/errors.h"
 #include "../../core/layer.h"
-#include "../../core/secret.h"
 
 #ifndef SM_LAYER
 #error "thread_cache: define SM_LAYER (this instance's name) before including"
@@ -208,14 +207,12 @@ struct SM_FN(list) {
 };
 
 struct SM_FN(cache) {
-    uintptr_t tag;   /* written into the second word of cached objects (double-free check); 0 in the
-                      * constant caches, whose limits keep every free off the fast path anyway */
-    size_t capacity; /* sum of limit x class size; <= SM_OPT_CACHE_BYTES */
+    unsigned events;  /* slow-path events since the last GC */
+    unsigned refills; /* refills, counted for the idle scan */
+    size_t capacity;  /* sum of limit x class size; <= SM_OPT_CACHE_BYTES */
     /* One list per class, and list[class_count], a sentinel whose limit stays 0: the free of a block
      * that is no class's object indexes it and misses, with no test of its own. */
     struct SM_FN(list) list[SM_FN(class_count) + 1];
-    unsigned events;  /* slow-path events since the last GC */
-    unsigned refills; /* refills, counted for the idle scan */
     uint16_t gc_low[SM_FN(class_count)];   /* each list's low-water mark since the last full GC, as
                                             * of the last GC */
     uint16_t gc_count[SM_FN(class_count)]; /* each list's count after the last GC; GC only, so it
@@ -439,7 +436,6 @@ SM_SLOWPATH struct SM_FN(cache) *SM_FN(cache_get)(void)
         return NULL; /* this request bypasses the cache; a later slow path tries again */
     memset(cache, 0, sizeof *cache);
     /* Nonzero, differs per thread and per process, and is not a pointer a program stores. */
-    cache->tag = ((uintptr_t)cache ^ (uintptr_t)sm_secret()) | 1;
     SM_FN(tls) = cache;
     /* Registration. May allocate (glibc, for keys past the first 32): that request finds this
      * thread's cache in place. */
@@ -447,13 +443,21 @@ SM_SLOWPATH struct SM_FN(cache) *SM_FN(cache_get)(void)
     return cache;
 }
 
+/* The tag written into the second word of cached objects (the double-free check): the cache's own
+ * address, made odd. Per thread, and never a value a program stores (no program holds a pointer to
+ * a thread's cache); a block that carries it by chance only takes the slow path, which looks for it
+ * on the list. Derived from the cache pointer the free already holds rather than stored in the
+ * cache: the free's hit path loaded it from the cache's first line, a line the list entry of most
+ * classes is not on. */
+SM_INLINE uintptr_t SM_FN(tag_of)(const struct SM_FN(cache) *cache) { return (uintptr_t)cache | 1; }
+
 /* Puts p on list l of cache, tagged as cached so a second free of it is recognised. */
 SM_INLINE void SM_FN(list_push)(const struct SM_FN(cache) *cache, struct SM_FN(list) *l, void *p)
 {
     (void)cache;
     ((void **)p)[0] = l->head;
 #if SM_OPT_DOUBLE_FREE_CHECK
-    ((uintptr_t *)p)[1] = cache->tag;
+    ((uintptr_t *)p)[1] = SM_FN(tag_of)(cache);
 #endif
     l->head = p;
     l->count++;
@@ -534,7 +538,7 @@ SM_SLOWPATH bool SM_FN(overflow)(void *p, size_t size, unsigned flags)
         return false;
     struct SM_FN(list) *l = &cache->list[cls];
 #if SM_OPT_DOUBLE_FREE_CHECK
-    if (((uintptr_t *)p)[1] == cache->tag) {
+    if (((uintptr_t *)p)[1] == SM_FN(tag_of)(cache)) {
         if (SM_FN(on_list)(l, p)) {
             SM_ERR_FN(raise)(SM_ERR_DOUBLE_FREE, SM_LAYER_NAME, p, "object is already in the thread cache; ignored");
             return true;
@@ -639,7 +643,7 @@ SM_INLINE bool SM_FN(push)(void *p, unsigned cls)
     struct SM_FN(cache) *cache = SM_FN(tls);
     struct SM_FN(list) *l = &cache->list[cls];
 #if SM_OPT_DOUBLE_FREE_CHECK
-    bool room = l->count < l->limit && ((uintptr_t *)p)[1] != cache->tag;
+    bool room = l->count < l->limit && ((uintptr_t *)p)[1] != SM_FN(tag_of)(cache);
 #else
     bool room = l->count < l->limit;
 #endif

@@ -680,21 +680,33 @@ static void hit_paths_body(void)
 static void hit_paths(void) { in_thread(hit_paths_body); }
 
 /* Two threads that each take their first small object must not get neighbours in one cache line:
- * a line written by two cores ping-pongs between them (Hoard's cache-thrash). */
+ * a line written by two cores ping-pongs between them (Hoard's cache-thrash). Both threads are
+ * alive when the second takes its object: once the first has exited, its cache's objects are back
+ * in the slab and a neighbour of its object is no one's concern. */
+static pthread_barrier_t first_taken, both_compared;
 static void *first_object(void *unused)
 {
     (void)unused;
     void *p = t_malloc(8);
+    pthread_barrier_wait(&first_taken);
+    pthread_barrier_wait(&both_compared);
     return p;
 }
 static void first_objects_do_not_share_lines(void)
 {
     pthread_t a, b;
     void *pa, *pb;
+    pthread_barrier_init(&first_taken, NULL, 2);
+    pthread_barrier_init(&both_compared, NULL, 3);
     pthread_create(&a, NULL, first_object, NULL);
-    pthread_join(a, &pa);
+    pthread_barrier_wait(&first_taken); /* a has its object, and b starts only now */
     pthread_create(&b, NULL, first_object, NULL);
+    pthread_barrier_wait(&first_taken);
+    pthread_barrier_wait(&both_compared);
+    pthread_join(a, &pa);
     pthread_join(b, &pb);
+    pthread_barrier_destroy(&first_taken);
+    pthread_barrier_destroy(&both_compared);
     CHECK(pa && pb);
     uintptr_t la = (uintptr_t)pa / 64, lb = (uintptr_t)pb / 64;
     CHECKF(la != lb, "%p and %p share a cache line", pa, pb);

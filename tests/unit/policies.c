@@ -83,6 +83,38 @@ static void sync_spinlock_exact(void)
     sm_sync_spinlock_lock(&spin_lock);
     sm_sync_spinlock_unlock(&spin_lock);
 }
+/* trylock takes a free lock, fails on a held one (from another thread too) without waiting, and
+ * a lock it took is an ordinary held lock. */
+static sm_sync_spinlock_t try_spin = SM_SYNC_spinlock_INIT;
+static sm_sync_mutex_t try_mutex = SM_SYNC_mutex_INIT;
+static void *try_from_other_thread(void *arg)
+{
+    (void)arg;
+    bool got_spin = sm_sync_spinlock_trylock(&try_spin), got_mutex = sm_sync_mutex_trylock(&try_mutex);
+    if (got_spin)
+        sm_sync_spinlock_unlock(&try_spin);
+    if (got_mutex)
+        sm_sync_mutex_unlock(&try_mutex);
+    return (void *)(uintptr_t)(got_spin | got_mutex << 1);
+}
+static void sync_trylock(void)
+{
+    CHECK(sm_sync_spinlock_trylock(&try_spin));
+    CHECK(!sm_sync_spinlock_trylock(&try_spin));
+    CHECK(sm_sync_mutex_trylock(&try_mutex));
+    pthread_t t;
+    void *got;
+    CHECK(pthread_create(&t, NULL, try_from_other_thread, NULL) == 0);
+    CHECK(pthread_join(t, &got) == 0);
+    CHECKF((uintptr_t)got == 0, "another thread took a held lock (mask %lu)", (unsigned long)(uintptr_t)got);
+    sm_sync_spinlock_unlock(&try_spin);
+    sm_sync_mutex_unlock(&try_mutex);
+    CHECK(pthread_create(&t, NULL, try_from_other_thread, NULL) == 0);
+    CHECK(pthread_join(t, &got) == 0);
+    CHECKF((uintptr_t)got == 3, "another thread could not take a free lock (mask %lu)", (unsigned long)(uintptr_t)got);
+    sm_sync_none_t n = SM_SYNC_none_INIT;
+    CHECK(sm_sync_none_trylock(&n));
+}
 static void sync_none_runs_inline(void)
 {
     sm_sync_none_t l = SM_SYNC_none_INIT;
@@ -246,6 +278,7 @@ int main(void)
     RUN_CASE(sync_mutex_exact);
     RUN_CASE(sync_spinlock_exact);
     RUN_CASE(sync_none_runs_inline);
+    RUN_CASE(sync_trylock);
     RUN_CASE(chksum_xor_detects_changes);
     RUN_CASE(chksum_magic_is_fixed_and_keyed);
     RUN_CASE(err_warn_reports_one_line);

@@ -12,6 +12,7 @@ enum { sm_sync_mutex_thread_safe = 1 };
 
 SM_INLINE void sm_sync_mutex_lock(sm_sync_mutex_t *l) { pthread_mutex_lock(&l->m); }
 SM_INLINE void sm_sync_mutex_unlock(sm_sync_mutex_t *l) { pthread_mutex_unlock(&l->m); }
+SM_INLINE bool sm_sync_mutex_trylock(sm_sync_mutex_t *l) { return pthread_mutex_trylock(&l->m) == 0; }
 /* In a fork child only the forking thread exists; the lock it took in prepare is re-created
  * rather than unlocked, which is valid whichever thread owned it. */
 SM_INLINE void sm_sync_mutex_reinit(sm_sync_mutex_t *l) { pthread_mutex_init(&l->m, NULL); }

@@ -4,6 +4,7 @@
  * Every sync policy P provides: type sm_sync_P_t, initializer SM_SYNC_P_INIT (usable in static
  * storage, before any constructor runs), enum sm_sync_P_thread_safe, and
  *   void sm_sync_P_lock(sm_sync_P_t *), sm_sync_P_unlock(sm_sync_P_t *),
+ *   bool sm_sync_P_trylock(sm_sync_P_t *)           (takes the lock only if that needs no wait),
  *   void sm_sync_P_reinit(sm_sync_P_t *)            (fork child: make usable again),
  *   void sm_sync_P_atomic_exec(sm_sync_P_t *, void (*fn)(void *), void *arg)  (paper §2.2 (3)). */
 #ifndef SUNMAO_POLICY_SYNC_NONE_H
@@ -17,6 +18,7 @@ enum { sm_sync_none_thread_safe = 0 };
 
 SM_INLINE void sm_sync_none_lock(sm_sync_none_t *l) { (void)l; }
 SM_INLINE void sm_sync_none_unlock(sm_sync_none_t *l) { (void)l; }
+SM_INLINE bool sm_sync_none_trylock(sm_sync_none_t *l) { (void)l; return true; }
 SM_INLINE void sm_sync_none_reinit(sm_sync_none_t *l) { (void)l; }
 SM_INLINE void sm_sync_none_atomic_exec(sm_sync_none_t *l, void (*fn)(void *), void *arg)
 {

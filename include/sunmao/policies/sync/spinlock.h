@@ -42,6 +42,12 @@ SM_INLINE void sm_sync_spinlock_lock(sm_sync_spinlock_t *l)
         sm_sync_spinlock_contended(l);
 }
 
+/* True if the lock was free and is now held; never waits. */
+SM_INLINE bool sm_sync_spinlock_trylock(sm_sync_spinlock_t *l)
+{
+    return !__atomic_load_n(&l->locked, __ATOMIC_RELAXED) && !__atomic_exchange_n(&l->locked, 1, __ATOMIC_ACQUIRE);
+}
+
 SM_INLINE void sm_sync_spinlock_unlock(sm_sync_spinlock_t *l) { __atomic_store_n(&l->locked, 0, __ATOMIC_RELEASE); }
 SM_INLINE void sm_sync_spinlock_reinit(sm_sync_spinlock_t *l) { l->locked = 0; }
 SM_INLINE void sm_sync_spinlock_atomic_exec(sm_sync_spinlock_t *l, void (*fn)(void *), void *arg)

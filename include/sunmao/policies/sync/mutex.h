@@ -4,6 +4,7 @@
 #define SUNMAO_POLICY_SYNC_MUTEX_H
 
 #include <pthread.h>
+#include <stdbool.h>
 #include "../../core/compiler.h"
 
 typedef struct { pthread_mutex_t m; } sm_sync_mutex_t;

@@ -10,6 +10,7 @@
 #ifndef SUNMAO_POLICY_SYNC_NONE_H
 #define SUNMAO_POLICY_SYNC_NONE_H
 
+#include <stdbool.h>
 #include "../../core/compiler.h"
 
 typedef struct { char unused_; } sm_sync_none_t;

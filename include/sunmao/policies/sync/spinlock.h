@@ -5,6 +5,7 @@
 #define SUNMAO_POLICY_SYNC_SPINLOCK_H
 
 #include <sched.h>
+#include <stdbool.h>
 #include "../../core/compiler.h"
 
 typedef struct { int locked; } sm_sync_spinlock_t;

@@ -87,6 +87,17 @@
 #define SM_OPT_EMPTY_MAX 2
 #include <sunmao/layers/core/slab_lk.h>
 
+/* Two shards: threads on CPUs of different parity take objects from different slabs */
+#define SM_LAYER fk_sh
+#include "tests/support/fake_next.h"
+#define SM_LAYER sl_sh
+#define SM_NEXT fk_sh
+#define SM_SYNC spinlock
+#define SM_SIZECLASS tc
+#define SM_ERR callback
+#define SM_OPT_SHARDS 2
+#include <sunmao/layers/core/slab_lk.h>
+
 _Static_assert(sl_tc_thread_safe == 1 && sl_sp_thread_safe == 1 && sl_oom_thread_safe == 0, "thread_safe property");
 _Static_assert(sl_tc_min_align == 16 && sl_tc_zeroed == 0, "alignment and zeroing properties");
 
@@ -181,6 +192,7 @@ INSTANCE(sl_iv, fk_iv, ivc, sm_sizeclass_ivc_max_size, 16384)
 INSTANCE(sl_mx, fk_mx, prime, sm_sizeclass_prime_max_size, 65536)
 INSTANCE(sl_sp, fk_sp, tc, sm_sizeclass_tc_max_size, 65536)
 INSTANCE(sl_em, fk_em, tc, sm_sizeclass_tc_max_size, 65536)
+INSTANCE(sl_sh, fk_sh, tc, sm_sizeclass_tc_max_size, 65536)
 
 static const inst_t *const policy_insts[] = { &sl_tc_inst, &sl_lb_inst, &sl_iv_inst };
 
@@ -566,7 +578,7 @@ static void *consumer(void *arg)
     return NULL;
 }
 
-static void stress(const inst_t *t)
+static void stress(const inst_t *t, unsigned shards)
 {
     err_reset();
     static pair_t pairs[2];
@@ -582,12 +594,12 @@ static void stress(const inst_t *t)
     CHECKF(pairs[0].bad + pairs[1].bad == 0, "%s: %lu failed allocations or damaged objects", t->name,
            pairs[0].bad + pairs[1].bad);
     CHECKF(err_total() == 0 && t->fake_bad_frees() == 0, "%s: %lu errors raised", t->name, err_total());
-    /* everything was freed: at most one empty slab per class is left (64 KiB slabs here) */
-    CHECKF(t->fake_blocks_sized(t->slab) <= t->classes, "%s: %zu slabs left below", t->name,
+    /* everything was freed: at most one empty slab per class (per shard) is left (64 KiB slabs here) */
+    CHECKF(t->fake_blocks_sized(t->slab) <= t->classes * shards, "%s: %zu slabs left below", t->name,
            t->fake_blocks_sized(t->slab));
 }
-static void stress_mutex(void) { stress(&sl_mx_inst); }
-static void stress_spinlock(void) { stress(&sl_sp_inst); }
+static void stress_mutex(void) { stress(&sl_mx_inst, 1); }
+static void stress_spinlock(void) { stress(&sl_sp_inst, 1); }
 
 /* ---- batch interface (for a thread cache above) ---- */
 
@@ -834,6 +846,167 @@ static void map_word(void)
     CHECK(err_total() == 0);
 }
 
+/* ---- shards (SM_OPT_SHARDS 2: the shard is the CPU's parity) ---- */
+
+/* Two CPUs of different parity this process may run on, or false. */
+static bool two_shard_cpus(int cpu[2])
+{
+    cpu_set_t set;
+    if (sched_getaffinity(0, sizeof set, &set) != 0)
+        return false;
+    cpu[0] = cpu[1] = -1;
+    for (int c = 0; c < CPU_SETSIZE; c++)
+        if (CPU_ISSET(c, &set) && cpu[c & 1] < 0)
+            cpu[c & 1] = c;
+    return cpu[0] >= 0 && cpu[1] >= 0;
+}
+
+typedef struct {
+    int cpu;
+    void (*body)(void *);
+    void *arg;
+} pinned_t;
+static void *pinned_start(void *arg)
+{
+    pinned_t *p = arg;
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    CPU_SET(p->cpu, &set);
+    if (pthread_setaffinity_np(pthread_self(), sizeof set, &set) != 0 || sched_getcpu() != p->cpu)
+        return (void *)1;
+    p->body(p->arg);
+    return NULL;
+}
+/* Runs body(arg) on a thread pinned to cpu and waits for it. */
+static void on_cpu(int cpu, void (*body)(void *), void *arg)
+{
+    pinned_t p = { cpu, body, arg };
+    pthread_t t;
+    void *r = NULL;
+    CHECK(pthread_create(&t, NULL, pinned_start, &p) == 0);
+    pthread_join(t, &r);
+    CHECKF(r == NULL, "could not run on CPU %d", cpu);
+}
+
+typedef struct {
+    unsigned from, n; /* sh_take fills objs[from..n) */
+    size_t size; /* each case its own class, so none starts with slabs another case left */
+    void *objs[4096];
+} sh_batch_t;
+static void sh_take(void *arg)
+{
+    sh_batch_t *b = arg;
+    for (unsigned i = b->from; i < b->n; i++) {
+        sm_mctx_t c = sm_mctx_alloc(b->size, 0, 0);
+        b->objs[i] = sl_sh_alloc(&c);
+        if (b->objs[i])
+            check_fill(b->objs[i], b->size, i);
+    }
+}
+static void sh_give(void *arg)
+{
+    sh_batch_t *b = arg;
+    for (unsigned i = 0; i < b->n; i++)
+        if (b->objs[i]) {
+            CHECKF(check_verify(b->objs[i], b->size, i), "object %u damaged", i);
+            sm_mctx_t c = sm_mctx_block(b->objs[i], 0, 0);
+            sl_sh_free(&c);
+        }
+}
+static uintptr_t slab_of(const void *p) { return (uintptr_t)p & ~(uintptr_t)0xffff; }
+static unsigned sh_nobjs(size_t size) { return sl_sh_geometry[sm_sizeclass_tc_size_to_class(size)].nobjs; }
+
+/* Threads on CPUs of the two shards, both holding their objects, never share a slab; objects
+ * freed by the other shard's thread go back to their own slabs, intact. */
+static void shards_by_cpu(void)
+{
+    int cpu[2];
+    if (!two_shard_cpus(cpu)) {
+        check_skip("shards_by_cpu", "needs two CPUs of different parity");
+        return;
+    }
+    err_reset();
+    static sh_batch_t a, b;
+    a.n = b.n = 300;
+    a.size = b.size = 64;
+    on_cpu(cpu[0], sh_take, &a);
+    on_cpu(cpu[1], sh_take, &b);
+    for (unsigned i = 0; i < a.n; i++)
+        for (unsigned j = 0; j < b.n; j++)
+            if (a.objs[i] && b.objs[j] && slab_of(a.objs[i]) == slab_of(b.objs[j])) {
+                CHECKF(0, "object %u of CPU %d and %u of CPU %d share a slab", i, cpu[0], j, cpu[1]);
+                i = a.n;
+                break;
+            }
+    on_cpu(cpu[1], sh_give, &a); /* each frees the other's */
+    on_cpu(cpu[0], sh_give, &b);
+    CHECK(err_total() == 0 && fk_sh_obj.bad_frees == 0);
+}
+
+/* A shard out of slabs takes another shard's second partial slab instead of mapping one, and
+ * frees of that slab's objects, from either shard, then land under its new shard. A shard whose
+ * only partial slab is the one it allocates from is left alone. */
+static void shard_steal(void)
+{
+    int cpu[2];
+    if (!two_shard_cpus(cpu)) {
+        check_skip("shard_steal", "needs two CPUs of different parity");
+        return;
+    }
+    err_reset();
+    static sh_batch_t a, b, one;
+    a.size = b.size = one.size = 96;
+    /* shard 0: exactly three full slabs, then one object freed in each of the first two, so it has
+     * two partial slabs (the class's geometry exists once its first slab does) */
+    a.n = 1;
+    on_cpu(cpu[0], sh_take, &a);
+    unsigned per = sh_nobjs(96);
+    CHECK(per > 0 && 3 * per <= sizeof a.objs / sizeof *a.objs);
+    a.from = 1;
+    a.n = 3 * per;
+    on_cpu(cpu[0], sh_take, &a);
+    a.from = 0;
+    uintptr_t s0 = slab_of(a.objs[0]), s1 = slab_of(a.objs[per]), s2 = slab_of(a.objs[2 * per]);
+    CHECK(s0 != s1 && s1 != s2 && s0 != s2);
+    sh_batch_t *holes = &one;
+    holes->n = 2;
+    holes->objs[0] = a.objs[0];
+    holes->objs[1] = a.objs[per];
+    check_fill(holes->objs[0], 96, 0);
+    check_fill(holes->objs[1], 96, 1);
+    on_cpu(cpu[0], sh_give, holes);
+    a.objs[0] = a.objs[per] = NULL;
+    /* shard 1 has nothing: its first object comes from shard 0's second partial slab */
+    unsigned long maps = fk_sh_obj.allocs;
+    b.n = 1;
+    on_cpu(cpu[1], sh_take, &b);
+    CHECKF(fk_sh_obj.allocs == maps, "shard 1 mapped %lu new blocks instead of stealing", fk_sh_obj.allocs - maps);
+    CHECKF(slab_of(b.objs[0]) == s0 || slab_of(b.objs[0]) == s1, "shard 1's object %p is in no slab of shard 0", b.objs[0]);
+    /* shard 0 keeps allocating from the slab it had as its head; that slab was not taken */
+    static sh_batch_t a2;
+    a2.n = 1;
+    a2.size = 96;
+    on_cpu(cpu[0], sh_take, &a2);
+    CHECKF(fk_sh_obj.allocs == maps, "shard 0 lost its last partial slab (%lu new blocks)", fk_sh_obj.allocs - maps);
+    CHECKF(slab_of(a2.objs[0]) != slab_of(b.objs[0]), "both shards allocate from slab %p", (void *)slab_of(b.objs[0]));
+    /* shard 1, now with one partial slab (full after this) and shard 0 with one: the next slab
+     * shard 1 needs is new */
+    static sh_batch_t b2;
+    b2.n = 2;
+    b2.size = 96;
+    on_cpu(cpu[1], sh_take, &b2);
+    CHECKF(fk_sh_obj.allocs == maps + 1, "shard 1 mapped %lu slabs, want 1 (nothing left to steal)", fk_sh_obj.allocs - maps);
+    /* frees of the stolen slab's objects from both CPUs; everything verified on the way */
+    on_cpu(cpu[0], sh_give, &b);
+    on_cpu(cpu[1], sh_give, &a);
+    on_cpu(cpu[1], sh_give, &a2);
+    on_cpu(cpu[0], sh_give, &b2);
+    CHECK(err_total() == 0 && fk_sh_obj.bad_frees == 0);
+    CHECKF(sl_sh_t_blocks(65536) <= 2 * sm_sizeclass_tc_count, "%zu slabs left", sl_sh_t_blocks(65536));
+}
+
+static void stress_shards(void) { stress(&sl_sh_inst, 2); }
+
 static void fork_hooks(void)
 {
     /* prepare takes every lock and the fake's; parent releases them all, so allocation works after */
@@ -866,6 +1039,9 @@ int main(void)
     RUN_CASE(batch_alloc);
     RUN_CASE(batch_alloc_words);
     RUN_CASE(batch_free);
+    RUN_CASE(shards_by_cpu);
+    RUN_CASE(shard_steal);
+    RUN_CASE(stress_shards);
     RUN_CASE(fork_hooks);
     return check_end();
 }

@@ -24,6 +24,9 @@
  *   void L_free_batch(void **blocks, unsigned n)  frees n blocks, runs of one class under one lock
  *   unsigned L_block_class(const void *p)  the class of the object starting at p, or class_count
  *                                    when p is not the start of one of this layer's objects
+ *   bool L_block_local(const void *p)  false if p is in a slab of a shard other than the calling
+ *                                    CPU's (a cache above should not keep it: see Shards); a slow
+ *                                    path's question (sched_getcpu and a descriptor load)
  * @check: SM_LAYER=t <sunmao/policies/sync/spinlock.h> SM_SYNC=spinlock <sunmao/policies/sizeclass/tc.h> SM_SIZECLASS=tc <sunmao/policies/err/warn.h> SM_ERR=warn
  * @check-next: fake
  *
@@ -797,6 +800,18 @@ SM_INLINE unsigned SM_FN(block_class)(const void *p)
     if (sm_likely(w != 0) && sm_likely(SM_FN(object_index)(g, w, p) < g->nobjs))
         return cls;
     return SM_FN(class_count);
+}
+
+SM_INLINE bool SM_FN(block_local)(const void *p)
+{
+    if (SM_FN(shards) == 1)
+        return true;
+    uintptr_t w = SM_FN(lookup)(p);
+    if (!w)
+        return true; /* not a slab's: nothing to say */
+    const struct SM_FN(slab) *s = SM_FN(word_slab)(w, &SM_FN(geometry)[SM_FN(word_cls)(w)]);
+    const struct SM_FN(class) *home = __atomic_load_n(&s->home, __ATOMIC_RELAXED);
+    return (unsigned)(home - SM_FN(obj).cls) / SM_FN(class_count) == SM_FN(shard_here)();
 }
 
 /* One page-map lookup and the class's geometry: no descriptor (see the layout above). */

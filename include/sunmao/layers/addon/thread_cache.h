@@ -17,6 +17,9 @@
  *                 the low-water GC hands back what a thread stops using, so the budget is a worst case
  *                 (100 threads: 100 MiB at most, only while each keeps using its objects).
  *   SM_OPT_BATCH_MAX    most objects moved per refill or release (default 32, at most 64)
+ *   SM_OPT_BATCH_BYTES  a refill or release moves about this many bytes, within [2, SM_OPT_BATCH_MAX]
+ *                 objects (default 64 KiB); a list grows by a batch per miss, so for large classes
+ *                 this is also how fast the memory a list may hold grows
  *   SM_OPT_LIST_MAX     most objects one list may hold (default 1024, at most 65535). A program
  *                 that allocates bursts of 1000 blocks of one size, then frees them (glibc-simple),
  *                 sent half of each burst through the slab's batches with 512: 70 -> 64 ms, peak
@@ -80,7 +83,7 @@
  *
  * The slow paths. A miss refills a list with one N_alloc_batch call; a free into a full list
  * releases a batch with N_free_batch first. Slow start (TCMalloc's): a list's limit starts at 0
- * and grows by one on each miss or overflow up to its batch size, clamp(64 KiB / size, 2,
+ * and grows by one on each miss or overflow up to its batch size, clamp(SM_OPT_BATCH_BYTES / size, 2,
  * SM_OPT_BATCH_MAX), then by a batch per miss up to SM_OPT_LIST_MAX: a class used once costs one
  * object, a class used in bursts gets room for the burst. Growth is paid from the byte budget.
  * Garbage collection by low-water mark: each list tracks the minimum length since the last GC
@@ -158,6 +161,9 @@
 #ifndef SM_OPT_BATCH_MAX
 #define SM_OPT_BATCH_MAX 32
 #endif
+#ifndef SM_OPT_BATCH_BYTES
+#define SM_OPT_BATCH_BYTES (64u << 10)
+#endif
 #ifndef SM_OPT_LIST_MAX
 #define SM_OPT_LIST_MAX 1024
 #endif
@@ -177,6 +183,7 @@
 
 _Static_assert((size_t)(SM_SIZE_MAX) <= (size_t)SM_SIZECLASS_FN(max_size),
                "thread_cache: SM_SIZE_MAX is above the largest size of the sizeclass policy");
+_Static_assert((SM_OPT_BATCH_BYTES) >= 1024, "thread_cache: SM_OPT_BATCH_BYTES must be at least 1 KiB");
 _Static_assert((SM_OPT_BATCH_MAX) >= 2 && (SM_OPT_BATCH_MAX) <= 64, "thread_cache: SM_OPT_BATCH_MAX must be in [2, 64]");
 _Static_assert((SM_OPT_LIST_MAX) >= (SM_OPT_BATCH_MAX) && (SM_OPT_LIST_MAX) <= 65535,
                "thread_cache: SM_OPT_LIST_MAX must be in [SM_OPT_BATCH_MAX, 65535]");
@@ -190,7 +197,7 @@ enum {
     SM_FN(class_count) = SM_SIZECLASS_FN(count),
     SM_FN(batch_max) = SM_OPT_BATCH_MAX,
     SM_FN(list_max) = SM_OPT_LIST_MAX,
-    SM_FN(batch_bytes) = 64 << 10, /* a batch moves about this much, within [2, batch_max] objects */
+    SM_FN(batch_bytes) = SM_OPT_BATCH_BYTES,
     SM_FN(gc_pressure_events) = (SM_OPT_GC_EVENTS) / 4,
     SM_FN(idle_scan_refills) = SM_OPT_IDLE_SCAN_REFILLS,
     SM_FN(class_table_len) = (int)(((size_t)(SM_SIZE_MAX) + 15) / 16 + 1),
@@ -787,6 +794,7 @@ SM_INLINE void SM_FN(fork_child)(void) { SM_NEXT_FN(fork_child)(); }
 
 #undef SM_OPT_CACHE_BYTES
 #undef SM_OPT_BATCH_MAX
+#undef SM_OPT_BATCH_BYTES
 #undef SM_OPT_LIST_MAX
 #undef SM_OPT_GC_EVENTS
 #undef SM_OPT_IDLE_SCAN_REFILLS

@@ -806,11 +806,14 @@ static void batch_free(void)
                    t->name, cls);                                                                  \
             CHECKF(SL##_block_class(a) == cls, "%s: class %u: block_class %u", t->name, cls,         \
                    SL##_block_class(a));                                                           \
+            CHECKF(SL##_block_slot(a) == cls * 16, "%s: class %u: block_slot %u", t->name, cls,      \
+                   SL##_block_slot(a));                                                            \
             unsigned wrong = 0;                                                                    \
             for (size_t off = 1; off < size; off++)                                                \
                 wrong += SL##_block_class(a + off) != SL##_class_count;                            \
             wrong += SL##_block_class(first - 1) != SL##_class_count;                              \
             wrong += SL##_block_class((char *)((uintptr_t)a + ((uintptr_t)1 << 48))) != SL##_class_count; \
+            wrong += SL##_block_slot(a + 16) != SL##_class_count * 16 && size > 16;                \
             CHECKF(wrong == 0, "%s: class %u: block_class accepted %u non-starts", t->name, cls, wrong); \
             t->free(a);                                                                            \
         }                                                                                          \

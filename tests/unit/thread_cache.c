@@ -73,10 +73,10 @@ static inline bool cnt_getmeta(sm_mctx_t *c)
 }
 static inline bool cnt_resize(sm_mctx_t *c, size_t n) { return sl_resize(c, n); }
 static inline bool cnt_block_local(const void *p) { return sl_block_local(p); }
-static inline unsigned cnt_block_class(const void *p)
+static inline unsigned cnt_block_slot(const void *p)
 {
     CNT_ADD(block_classes, 1);
-    return sl_block_class(p);
+    return sl_block_slot(p);
 }
 static inline void cnt_thread_exit(void)
 {

@@ -4,8 +4,24 @@
 #define SUNMAO_CORE_COMPILER_H
 
 /* Everything on a request path is forced inline: a composed allocator must compile to the
- * code a hand-written one would, whatever the optimiser's size heuristics think. */
-#define SM_INLINE   static inline __attribute__((always_inline))
+ * code a hand-written one would, whatever the optimiser's size heuristics think.
+ * SM_HOT marks the hit paths (a thread cache's pop and push, the page-map lookup a free makes, the
+ * socket's entry points): forced inline always. SM_INLINE is everything else a layer offers; an
+ * instance that defines SM_FORCE_INLINE 0 before its first include leaves those to the compiler.
+ * Why: forced, each slow path gets its own copy of every layer below it (the free path of slab,
+ * buddy, TLSF, decay cache and OS layer inside each of the thread cache's miss, release and exit
+ * paths): libsunmao's text was 52 KiB, all of it resident in every process that loads it (the
+ * kernel maps a library's pages 64 KiB around each fault); left to gcc, 32 KiB, the hit paths
+ * and the malloc+free pair unchanged. */
+#ifndef SM_FORCE_INLINE
+#define SM_FORCE_INLINE 1
+#endif
+#define SM_HOT static inline __attribute__((always_inline))
+#if SM_FORCE_INLINE
+#define SM_INLINE SM_HOT
+#else
+#define SM_INLINE static inline
+#endif
 /* Rarely taken paths are kept out of line so the hot path stays small. */
 #define SM_SLOWPATH static __attribute__((noinline, cold))
 #define SM_UNUSED   __attribute__((unused))

@@ -134,7 +134,7 @@ typedef struct {
 #define SM_PAGEMAP2_WINDOW_INIT { .base = (uintptr_t)1 << 63, .leaf = NULL }
 
 /* As sm_pagemap2_get_wrapped, through the window where addr is inside it. */
-SM_INLINE uintptr_t sm_pagemap2_get_windowed(uintptr_t *const *root, const sm_pagemap2_window_t *win, unsigned shift,
+SM_HOT uintptr_t sm_pagemap2_get_windowed(uintptr_t *const *root, const sm_pagemap2_window_t *win, unsigned shift,
                                              const void *addr)
 {
     uintptr_t off = (uintptr_t)addr - __atomic_load_n(&win->base, __ATOMIC_ACQUIRE);

@@ -13,7 +13,7 @@
 #endif
 _Static_assert((size_t)(SM_SIZE_MAX) - (size_t)(SM_SIZE_MIN) <= (size_t)(SM_SIZE_MAX), "size_handle: SM_SIZE_MIN > SM_SIZE_MAX");
 
-SM_INLINE bool SM_FN(handles_size)(size_t size)
+SM_HOT bool SM_FN(handles_size)(size_t size)
 {
     return size - (size_t)(SM_SIZE_MIN) <= (size_t)(SM_SIZE_MAX) - (size_t)(SM_SIZE_MIN);
 }

@@ -189,7 +189,7 @@ static __attribute__((noinline)) void sm_socket_free_miss(void *ptr, size_t size
 }
 
 /* The one allocation path every API function funnels into. */
-SM_INLINE void *sm_socket_alloc(size_t size, size_t align, unsigned flags)
+SM_HOT void *sm_socket_alloc(size_t size, size_t align, unsigned flags)
 {
     if (align <= SM_MIN_ALIGN) {
         void *p = SM_NEXT_FN(alloc_hit)(size);
@@ -199,7 +199,7 @@ SM_INLINE void *sm_socket_alloc(size_t size, size_t align, unsigned flags)
     return sm_socket_alloc_miss(size, align, flags);
 }
 
-SM_INLINE void sm_socket_free(void *ptr, size_t size, unsigned flags)
+SM_HOT void sm_socket_free(void *ptr, size_t size, unsigned flags)
 {
     if (!ptr)
         return;

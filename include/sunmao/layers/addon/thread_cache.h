@@ -261,7 +261,7 @@ SM_INLINE int SM_FN(create)(void) { return SM_NEXT_FN(create)(); }
 /* The class of a size <= SM_SIZE_MAX. Before the table is built it answers 0 for everything, which
  * is harmless: until then every list is empty and every limit 0 (no cache exists yet), so the fast
  * paths miss, and the slow paths build the table and compute the class again. */
-SM_INLINE unsigned SM_FN(class_of)(size_t size) { return SM_FN(obj).class_of[(size + 15) >> 4]; }
+SM_HOT unsigned SM_FN(class_of)(size_t size) { return SM_FN(obj).class_of[(size + 15) >> 4]; }
 
 SM_INLINE bool SM_FN(is_static)(const struct SM_FN(cache) *cache)
 {
@@ -460,10 +460,10 @@ SM_SLOWPATH struct SM_FN(cache) *SM_FN(cache_get)(void)
  * on the list. Derived from the cache pointer the free already holds rather than stored in the
  * cache: the free's hit path loaded it from the cache's first line, a line the list entry of most
  * classes is not on. */
-SM_INLINE uintptr_t SM_FN(tag_of)(const struct SM_FN(cache) *cache) { return (uintptr_t)cache | 1; }
+SM_HOT uintptr_t SM_FN(tag_of)(const struct SM_FN(cache) *cache) { return (uintptr_t)cache | 1; }
 
 /* Puts p on list l of cache, tagged as cached so a second free of it is recognised. */
-SM_INLINE void SM_FN(list_push)(const struct SM_FN(cache) *cache, struct SM_FN(list) *l, void *p)
+SM_HOT void SM_FN(list_push)(const struct SM_FN(cache) *cache, struct SM_FN(list) *l, void *p)
 {
     (void)cache;
     ((void **)p)[0] = l->head;
@@ -593,7 +593,7 @@ SM_SLOWPATH bool SM_FN(overflow)(void *p, size_t size, unsigned flags)
  * may call them first and run its start-up only on their misses (sockets/libc_api.h). */
 
 /* Takes head, the first object of list l, off the list (the low-water mark follows). */
-SM_INLINE void *SM_FN(pop)(struct SM_FN(list) *l, void *head)
+SM_HOT void *SM_FN(pop)(struct SM_FN(list) *l, void *head)
 {
     uint32_t count = l->count - 1;
     l->head = *(void **)head;
@@ -607,7 +607,7 @@ SM_INLINE void *SM_FN(pop)(struct SM_FN(list) *l, void *head)
 }
 
 /* malloc's hit: an object of size's class (size 0 is served as 1) with the default alignment. */
-SM_INLINE void *SM_FN(alloc_hit)(size_t size)
+SM_HOT void *SM_FN(alloc_hit)(size_t size)
 {
     if (!SM_FN(handles_size)(size))
         return NULL;
@@ -635,7 +635,7 @@ SM_INLINE unsigned SM_FN(aligned_class)(size_t size, size_t align)
  * realloc kept in place (a shrink) can be named by a smaller size than its class, so it may sit on
  * a list whose size has more trailing zero bits than the block's address. Such a head sends the
  * request down (one AND on this path instead of a guarantee on every free). */
-SM_INLINE void *SM_FN(aligned_hit)(size_t size, size_t align)
+SM_HOT void *SM_FN(aligned_hit)(size_t size, size_t align)
 {
     unsigned cls = SM_FN(aligned_class)(size, align);
     if (!cls)
@@ -651,7 +651,7 @@ SM_INLINE void *SM_FN(aligned_hit)(size_t size, size_t align)
  * the cache does not take. Before the tables exist a sized free gets class 0, harmless as for
  * class_of: no cache exists yet, so every list is empty and every limit 0. */
 /* The list p goes on, as its offset in the list array: 16 x its class (class_count: the sentinel). */
-SM_INLINE unsigned SM_FN(free_slot)(void *p, size_t size, unsigned flags)
+SM_HOT unsigned SM_FN(free_slot)(void *p, size_t size, unsigned flags)
 {
     _Static_assert(sizeof(struct SM_FN(list)) == 16, "thread_cache: lists are indexed by 16 x their class");
     if (flags & SM_F_SIZED)
@@ -665,7 +665,7 @@ SM_INLINE unsigned SM_FN(free_class)(void *p, size_t size, unsigned flags)
 }
 
 /* Pushes p on the list at byte offset `slot` if it has room and p is not tagged as cached already. */
-SM_INLINE bool SM_FN(push)(void *p, unsigned slot)
+SM_HOT bool SM_FN(push)(void *p, unsigned slot)
 {
     struct SM_FN(cache) *cache = SM_FN(tls);
     struct SM_FN(list) *l = (struct SM_FN(list) *)((char *)cache->list + slot);
@@ -681,7 +681,7 @@ SM_INLINE bool SM_FN(push)(void *p, unsigned slot)
 }
 
 /* free's hit: true if p (non-NULL; size and flags as in the context) went onto its list. */
-SM_INLINE bool SM_FN(free_hit)(void *p, size_t size, unsigned flags)
+SM_HOT bool SM_FN(free_hit)(void *p, size_t size, unsigned flags)
 {
     return SM_FN(push)(p, SM_FN(free_slot)(p, size, flags));
 }

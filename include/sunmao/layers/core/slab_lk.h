@@ -237,11 +237,11 @@ static struct SM_FN(geo) SM_FN(geometry)[SM_FN(class_count)] SM_CACHE_ALIGNED;
  * One load through the map's window where p is inside it (core/pagemap.h). An address at 2^48 or
  * above may find the word of its low 48 bits: every caller checks p against the word
  * (object_index), which no such address passes. */
-SM_INLINE uintptr_t SM_FN(lookup)(const void *p)
+SM_HOT uintptr_t SM_FN(lookup)(const void *p)
 {
     return sm_pagemap2_get_windowed(SM_FN(obj).map, &SM_FN(map_window), SM_FN(map_shift), p);
 }
-SM_INLINE unsigned SM_FN(word_slot)(uintptr_t w) { return (unsigned)(uint16_t)w; }
+SM_HOT unsigned SM_FN(word_slot)(uintptr_t w) { return (unsigned)(uint16_t)w; }
 SM_INLINE unsigned SM_FN(word_cls)(uintptr_t w) { return SM_FN(word_slot)(w) >> 4; }
 SM_INLINE uintptr_t SM_FN(word_first)(uintptr_t w) { return w >> 16; }
 /* The descriptor: the first object's address less the class's offset and the slab's colour, which
@@ -266,7 +266,7 @@ SM_INLINE uintptr_t SM_FN(make_word)(const struct SM_FN(slab) *s, unsigned cls)
  * the first object) fails the same way. So idx < nobjs holds exactly when off = idx * size for an
  * idx < nobjs: no division, no second multiply, no bounds test of its own. As p - first < 2^33
  * for a valid index, a p at 2^48 or above never passes, whatever word its lower bits found. */
-SM_INLINE size_t SM_FN(object_index)(const struct SM_FN(geo) *g, uintptr_t w, const void *p)
+SM_HOT size_t SM_FN(object_index)(const struct SM_FN(geo) *g, uintptr_t w, const void *p)
 {
     uint64_t off = (uint64_t)((uintptr_t)p - SM_FN(word_first)(w));
     uint64_t q = off * g->inverse;
@@ -798,7 +798,7 @@ SM_INLINE void SM_FN(free_batch)(void **blocks, unsigned n)
  * load and one zero-extension. With block_class's class, the cache shifted and added it, two
  * operations on that chain, which the next malloc of the class waits on: the pair 7.58 -> 7.37 ns.
  * 16 x class_count means "not one of my objects": not owned, or not an object start. */
-SM_INLINE unsigned SM_FN(block_slot)(const void *p)
+SM_HOT unsigned SM_FN(block_slot)(const void *p)
 {
     uintptr_t w = SM_FN(lookup)(p);
     unsigned slot = SM_FN(word_slot)(w);

@@ -216,10 +216,12 @@ struct SM_FN(class) {
 } SM_CACHE_ALIGNED;
 
 static struct {
-    struct SM_FN(class) cls[SM_FN(shards) * SM_FN(class_count)]; /* shard-major */
+    /* first, on the page of shard 0's classes: a small program touches one page of this object
+     * besides the map's root entry */
     SM_SYNC_FN(t) map_lock; /* page map updates: slabs of different classes come and go at once */
     unsigned empty_count;   /* classes keeping an empty slab (atomic) */
     uint64_t empty_clock;   /* stamps for the kept slabs' age (atomic) */
+    struct SM_FN(class) cls[SM_FN(shards) * SM_FN(class_count)]; /* shard-major */
     uintptr_t *map[SM_PAGEMAP2_ROOT_LEN(SM_FN(map_shift))]; /* two-level: see the layout above */
 } SM_FN(obj) = {
     .cls = { [0 ... SM_FN(shards) * SM_FN(class_count) - 1] = { .lock = SM_SYNC_INIT } },
@@ -279,7 +281,7 @@ SM_SLOWPATH void SM_FN(report)(sm_err_kind_t kind, const void *p, const char *de
     SM_ERR_FN(raise)(kind, SM_LAYER_NAME, p, detail);
 }
 
-SM_SLOWPATH void SM_FN(compute_geometry)(struct SM_FN(class) *k, unsigned cls)
+SM_SLOWPATH void SM_FN(compute_geometry)(unsigned cls)
 {
     size_t size = SM_SIZECLASS_FN(class_to_size)(cls);
     size_t align = size & -size;
@@ -309,7 +311,6 @@ SM_SLOWPATH void SM_FN(compute_geometry)(struct SM_FN(class) *k, unsigned cls)
     g->coloured = coloured;
     g->offset = (uint16_t)offset;
     g->nobjs = (uint16_t)(nobjs < SM_FN(max_objects) ? nobjs : SM_FN(max_objects));
-    k->slab_bytes = (uint32_t)slab;
 }
 
 /* Page-map leaves: zero-filled, from the next layer, kept forever. */
@@ -339,18 +340,15 @@ SM_INLINE void SM_FN(count_partial)(struct SM_FN(class) *k, int delta)
     __atomic_store_n(&k->npartial, k->npartial + (unsigned)delta, __ATOMIC_RELAXED);
 }
 
-/* The class's geometry is computed once, under the lock of its shard 0 (a shard other than 0 takes
- * that lock while holding its own: shard 0's holders never take another shard's, so no cycle). */
+/* The class's geometry is computed once, by the first slab of any shard, under the map lock (the
+ * class lock -> map lock order), so a shard's first slab writes nothing of another shard's. */
 SM_SLOWPATH void SM_FN(first_slab_of_shard)(struct SM_FN(class) *k, unsigned cls)
 {
-    struct SM_FN(class) *k0 = &SM_FN(obj).cls[cls];
-    if (k != k0)
-        SM_SYNC_FN(lock)(&k0->lock);
-    if (!k0->slab_bytes)
-        SM_FN(compute_geometry)(k0, cls);
-    k->slab_bytes = k0->slab_bytes;
-    if (k != k0)
-        SM_SYNC_FN(unlock)(&k0->lock);
+    SM_SYNC_FN(lock)(&SM_FN(obj).map_lock);
+    if (!SM_FN(geometry)[cls].nobjs)
+        SM_FN(compute_geometry)(cls);
+    k->slab_bytes = (uint32_t)1 << SM_FN(geometry)[cls].slab_shift;
+    SM_SYNC_FN(unlock)(&SM_FN(obj).map_lock);
 }
 
 /* The shard of the calling thread: its CPU's (sched_getcpu reads it from the rseq area glibc

@@ -47,11 +47,12 @@
  * The fast paths. Each thread has one pointer in TLS. It starts out pointing at a constant *empty
  * cache* whose lists are all empty and whose limits are all 0, so every rare condition costs the
  * fast path one test it makes anyway:
- *   malloc  cls = class_of[(size + 15) / 16] (a byte table built from the policy: no branches
- *           that mispredict on varying sizes); head = list[cls].head; if (head) pop and return;
+ *   malloc  slot = slot_of[(size + 15) / 16] (16 x the class, the list's offset in the cache: a
+ *           table built from the policy, no branches that mispredict on varying sizes);
+ *           head = list at slot .head; if (head) pop and return;
  *           (a new thread's first malloc misses here, and the miss creates its cache)
- *   free    cls = the flags' size's class (SM_F_SIZED) or the next layer's block_class(p), which
- *           names the class of one of its objects in one page-map lookup, or class_count (a
+ *   free    slot = the flags' size's slot (SM_F_SIZED) or the next layer's block_slot(p), which
+ *           names the class of one of its objects in one page-map lookup, or 16 x class_count (a
  *           sentinel list whose limit is always 0) for any other block;
  *           if (count < limit && not tagged) push and return;
  *           (the empty cache has limit 0, so a new thread's first free goes to the slow path too)
@@ -244,10 +245,11 @@ static struct {
     pthread_key_t key;
     uint32_t class_bytes[SM_FN(class_count)]; /* the size of each cached class, 0 for the others:
                                                 * only lists of a nonzero size ever get a limit */
-    /* class_of[(size + 15) / 16] = size_to_class(size) for size <= SM_SIZE_MAX: one load instead of
-     * the policy's branches, which mispredict when sizes vary (all class sizes are multiples of 16,
-     * checked when the table is built). All 0 until then: see class_of. */
-    uint8_t class_of[SM_FN(class_table_len)];
+    /* slot_of[(size + 15) / 16] = 16 x size_to_class(size) for size <= SM_SIZE_MAX, the offset of
+     * the size's list (free_slot's unit, so malloc's hit adds it to the cache pointer as it is): one
+     * load instead of the policy's branches, which mispredict when sizes vary (all class sizes are
+     * multiples of 16, checked when the table is built). All 0 until then: see class_of. */
+    uint16_t slot_of[SM_FN(class_table_len)];
     /* aligned_of[log2(align) - 5][cls] = the smallest cached class >= cls whose size is a multiple
      * of align, or 0 for none (class 0 never is: its objects would be smaller than align). */
     uint8_t aligned_of[SM_FN(align_steps)][SM_FN(class_count)];
@@ -261,7 +263,8 @@ SM_INLINE int SM_FN(create)(void) { return SM_NEXT_FN(create)(); }
 /* The class of a size <= SM_SIZE_MAX. Before the table is built it answers 0 for everything, which
  * is harmless: until then every list is empty and every limit 0 (no cache exists yet), so the fast
  * paths miss, and the slow paths build the table and compute the class again. */
-SM_HOT unsigned SM_FN(class_of)(size_t size) { return SM_FN(obj).class_of[(size + 15) >> 4]; }
+SM_HOT unsigned SM_FN(slot_of)(size_t size) { return SM_FN(obj).slot_of[(size + 15) >> 4]; }
+SM_HOT unsigned SM_FN(class_of)(size_t size) { return SM_FN(slot_of)(size) >> 4; }
 
 SM_INLINE bool SM_FN(is_static)(const struct SM_FN(cache) *cache)
 {
@@ -412,7 +415,7 @@ SM_SLOWPATH void SM_FN(init_once)(void)
             SM_FN(report_setup)("a class boundary of the sizeclass policy is not a multiple of 16; caching off");
             return;
         }
-        SM_FN(obj).class_of[i] = (uint8_t)cls;
+        SM_FN(obj).slot_of[i] = (uint16_t)(cls << 4);
     }
     for (unsigned a = 0; a < SM_FN(align_steps); a++) {
         size_t align = (size_t)1 << (a + SM_FN(align_min_log));
@@ -611,7 +614,7 @@ SM_HOT void *SM_FN(alloc_hit)(size_t size)
 {
     if (!SM_FN(handles_size)(size))
         return NULL;
-    struct SM_FN(list) *l = &SM_FN(tls)->list[SM_FN(class_of)(size)];
+    struct SM_FN(list) *l = (struct SM_FN(list) *)((char *)SM_FN(tls)->list + SM_FN(slot_of)(size));
     void *head = l->head;
     if (sm_unlikely(!head))
         return NULL;
@@ -655,7 +658,7 @@ SM_HOT unsigned SM_FN(free_slot)(void *p, size_t size, unsigned flags)
 {
     _Static_assert(sizeof(struct SM_FN(list)) == 16, "thread_cache: lists are indexed by 16 x their class");
     if (flags & SM_F_SIZED)
-        return (SM_FN(handles_size)(size) ? SM_FN(class_of)(size) : (unsigned)SM_FN(class_count)) << 4;
+        return SM_FN(handles_size)(size) ? SM_FN(slot_of)(size) : (unsigned)SM_FN(class_count) << 4;
     return SM_NEXT_FN(block_slot)(p);
 }
 

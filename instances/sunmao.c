@@ -77,6 +77,9 @@
  * alloc-test 0.33 -> 0.28 s, glibc-thread 0.50 -> 0.39, larson 0.25 -> 0.19; peak RSS +4-10% on
  * the multi-threaded workloads. Eight: the CPUs beyond eight share shards by their low bits. */
 #define SM_OPT_SHARDS 8
+/* Classes above 512 B are not sharded: peak RSS -3-8% on larson, sh8bench, alloc-test, rptest and
+ * wcet, times unchanged (slab_lk's Shards). */
+#define SM_OPT_SHARD_MAX 512
 #include <sunmao/layers/core/slab_lk.h>
 
 #define SM_LAYER     sunmao_cache

@@ -98,6 +98,18 @@
 #define SM_OPT_SHARDS 2
 #include <sunmao/layers/core/slab_lk.h>
 
+/* The same, with classes above 512 B left unsharded */
+#define SM_LAYER fk_sm
+#include "tests/support/fake_next.h"
+#define SM_LAYER sl_sm
+#define SM_NEXT fk_sm
+#define SM_SYNC spinlock
+#define SM_SIZECLASS tc
+#define SM_ERR callback
+#define SM_OPT_SHARDS 2
+#define SM_OPT_SHARD_MAX 512
+#include <sunmao/layers/core/slab_lk.h>
+
 _Static_assert(sl_tc_thread_safe == 1 && sl_sp_thread_safe == 1 && sl_oom_thread_safe == 0, "thread_safe property");
 _Static_assert(sl_tc_min_align == 16 && sl_tc_zeroed == 0, "alignment and zeroing properties");
 
@@ -1010,6 +1022,43 @@ static void shard_steal(void)
 
 static void stress_shards(void) { stress(&sl_sh_inst, 2); }
 
+/* SM_OPT_SHARD_MAX: objects of a class above it come from the same slab on both CPUs, those of a
+ * class below it do not. */
+typedef struct { size_t size; void *objs[2]; } sm_pair_t;
+static void sm_take(void *arg)
+{
+    sm_pair_t *t = arg;
+    for (int i = 0; i < 2; i++) {
+        sm_mctx_t c = sm_mctx_alloc(t->size, 0, 0);
+        t->objs[i] = sl_sm_alloc(&c);
+    }
+}
+static void shard_max(void)
+{
+    int cpu[2];
+    if (!two_shard_cpus(cpu)) {
+        check_skip("shard_max", "needs two CPUs of different parity");
+        return;
+    }
+    err_reset();
+    static const size_t sizes[] = { 1024, 64 };
+    for (int k = 0; k < 2; k++) {
+        sm_pair_t a = { sizes[k], { 0 } }, b = { sizes[k], { 0 } };
+        on_cpu(cpu[0], sm_take, &a);
+        on_cpu(cpu[1], sm_take, &b);
+        CHECK(a.objs[0] && a.objs[1] && b.objs[0] && b.objs[1]);
+        bool shared = slab_of(a.objs[0]) == slab_of(b.objs[0]);
+        CHECKF(shared == (sizes[k] > 512), "%zu B objects of CPUs %d and %d: slabs %p and %p", sizes[k], cpu[0],
+               cpu[1], (void *)slab_of(a.objs[0]), (void *)slab_of(b.objs[0]));
+        for (int i = 0; i < 2; i++) {
+            sm_mctx_t f = sm_mctx_block(a.objs[i], 0, 0), g = sm_mctx_block(b.objs[i], 0, 0);
+            sl_sm_free(&f);
+            sl_sm_free(&g);
+        }
+    }
+    CHECK(err_total() == 0 && fk_sm_obj.bad_frees == 0);
+}
+
 static void fork_hooks(void)
 {
     /* prepare takes every lock and the fake's; parent releases them all, so allocation works after */
@@ -1045,6 +1094,7 @@ int main(void)
     RUN_CASE(shards_by_cpu);
     RUN_CASE(shard_steal);
     RUN_CASE(stress_shards);
+    RUN_CASE(shard_max);
     RUN_CASE(fork_hooks);
     return check_end();
 }

@@ -16,7 +16,8 @@
  *   SM_OPT_COLOURS (default 8, a power of two <= 16): slab colouring, see the layout below; 1 = off.
  *   SM_OPT_SHARDS (default 1, a power of two <= 64): each class's slabs are split into this many
  *   shards, each with its own lock and lists; a thread allocates from the shard of the CPU it runs
- *   on (see Shards below).
+ *   on (see Shards below). SM_OPT_SHARD_MAX (default SM_SIZE_MAX): classes larger than this are
+ *   not sharded (every CPU uses shard 0).
  * Properties: thread_safe from the sync policy, min_align 16, zeroed 0.
  * Beyond the contract (for a thread cache above, addon/thread_cache.h):
  *   unsigned L_alloc_batch(sm_mctx_t *c, void **out, unsigned n)  up to n objects of c->size's class
@@ -98,6 +99,10 @@
  * (two threads; unsharded -> 2 shards with stealing): alloc-test 0.33 -> 0.28 s, glibc-thread
  * 0.50 -> 0.39, larson 0.25 -> 0.19 (mimalloc 0.17), xmalloc 0.28 -> 0.27; peak RSS +4-10% on
  * those and sh8bench, rptest (without stealing: sh8bench +24%, rptest +17%). One thread: no change.
+ * Large objects share few cache lines with their neighbours, and a slab holds few of them, so a
+ * partly used slab per shard costs more and buys less: with SM_OPT_SHARD_MAX 512 (libsunmao) peak
+ * RSS fell 3-8% on larson, sh8bench, alloc-test, rptest and wcet, times unchanged; with 256 or
+ * 128, mtest with two threads (64-512 B) took 0.38 -> 0.54 s and larson 0.19 -> 0.21 s.
  * A steal moves s->home with both class structs' locks held, so a free reads home, locks it and
  * checks it again (lock_home); free_batch checks each block's home under the lock it took.
  *
@@ -142,6 +147,9 @@
 #endif
 #ifndef SM_OPT_SHARDS
 #define SM_OPT_SHARDS 1
+#endif
+#ifndef SM_OPT_SHARD_MAX
+#define SM_OPT_SHARD_MAX SM_SIZE_MAX
 #endif
 #include "../../policies/size_handle.h"
 
@@ -351,12 +359,12 @@ SM_SLOWPATH void SM_FN(first_slab_of_shard)(struct SM_FN(class) *k, unsigned cls
     SM_SYNC_FN(unlock)(&SM_FN(obj).map_lock);
 }
 
-/* The shard of the calling thread: its CPU's (sched_getcpu reads it from the rseq area glibc
- * registers, no system call), so threads running at the same time take objects from different
- * slabs. */
-SM_INLINE unsigned SM_FN(shard_here)(void)
+/* The shard of class cls for the calling thread: its CPU's (sched_getcpu reads it from the rseq
+ * area glibc registers, no system call), so threads running at the same time take objects from
+ * different slabs; shard 0 for a class above SM_OPT_SHARD_MAX. */
+SM_INLINE unsigned SM_FN(shard_here)(unsigned cls)
 {
-    if (SM_FN(shards) == 1)
+    if (SM_FN(shards) == 1 || SM_SIZECLASS_FN(class_to_size)(cls) > (size_t)(SM_OPT_SHARD_MAX))
         return 0;
     int cpu = sched_getcpu();
     return cpu < 0 ? 0 : (unsigned)cpu & (SM_FN(shards) - 1);
@@ -606,7 +614,7 @@ SM_INLINE void *SM_FN(alloc)(sm_mctx_t *c)
         if (cls >= SM_FN(class_count))
             return SM_NEXT_FN(alloc)(c);
     }
-    struct SM_FN(class) *k = &SM_FN(obj).cls[SM_FN(shard_here)() * SM_FN(class_count) + cls];
+    struct SM_FN(class) *k = &SM_FN(obj).cls[SM_FN(shard_here)(cls) * SM_FN(class_count) + cls];
     SM_SYNC_FN(lock)(&k->lock);
     struct SM_FN(slab) *s = k->partial;
     if (sm_unlikely(!s) && !(s = SM_FN(refill)(k, cls))) {
@@ -633,7 +641,7 @@ SM_INLINE unsigned SM_FN(alloc_batch)(sm_mctx_t *c, void **out, unsigned n)
         return 0;
     }
     unsigned cls = SM_SIZECLASS_FN(size_to_class)(c->size), got = 0;
-    struct SM_FN(class) *k = &SM_FN(obj).cls[SM_FN(shard_here)() * SM_FN(class_count) + cls];
+    struct SM_FN(class) *k = &SM_FN(obj).cls[SM_FN(shard_here)(cls) * SM_FN(class_count) + cls];
     SM_SYNC_FN(lock)(&k->lock);
     while (got < n) {
         struct SM_FN(slab) *s = k->partial;
@@ -819,7 +827,8 @@ SM_INLINE bool SM_FN(block_local)(const void *p)
         return true; /* not a slab's: nothing to say */
     const struct SM_FN(slab) *s = SM_FN(word_slab)(w, &SM_FN(geometry)[SM_FN(word_cls)(w)]);
     const struct SM_FN(class) *home = __atomic_load_n(&s->home, __ATOMIC_RELAXED);
-    return (unsigned)(home - SM_FN(obj).cls) / SM_FN(class_count) == SM_FN(shard_here)();
+    unsigned i = (unsigned)(home - SM_FN(obj).cls);
+    return i / SM_FN(class_count) == SM_FN(shard_here)(i % SM_FN(class_count));
 }
 
 /* One page-map lookup and the class's geometry: no descriptor (see the layout above). */
@@ -877,4 +886,5 @@ SM_INLINE void SM_FN(fork_child)(void)
 #undef SM_OPT_EMPTY_MAX
 #undef SM_OPT_COLOURS
 #undef SM_OPT_SHARDS
+#undef SM_OPT_SHARD_MAX
 #include "../../core/layer_end.h"

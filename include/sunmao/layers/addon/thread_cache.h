@@ -457,6 +457,13 @@ SM_SLOWPATH struct SM_FN(cache) *SM_FN(cache_get)(void)
     return cache;
 }
 
+/* The list at byte offset `slot` (16 x its class) of cache's list array: no multiply. */
+SM_HOT struct SM_FN(list) *SM_FN(list_at)(struct SM_FN(cache) *cache, unsigned slot)
+{
+    _Static_assert(sizeof(struct SM_FN(list)) == 16, "thread_cache: lists are indexed by 16 x their class");
+    return (struct SM_FN(list) *)((char *)cache->list + slot);
+}
+
 /* The tag written into the second word of cached objects (the double-free check): the cache's own
  * address, made odd. Per thread, and never a value a program stores (no program holds a pointer to
  * a thread's cache); a block that carries it by chance only takes the slow path, which looks for it
@@ -614,7 +621,7 @@ SM_HOT void *SM_FN(alloc_hit)(size_t size)
 {
     if (!SM_FN(handles_size)(size))
         return NULL;
-    struct SM_FN(list) *l = (struct SM_FN(list) *)((char *)SM_FN(tls)->list + SM_FN(slot_of)(size));
+    struct SM_FN(list) *l = SM_FN(list_at)(SM_FN(tls), SM_FN(slot_of)(size));
     void *head = l->head;
     if (sm_unlikely(!head))
         return NULL;
@@ -656,7 +663,6 @@ SM_HOT void *SM_FN(aligned_hit)(size_t size, size_t align)
 /* The list p goes on, as its offset in the list array: 16 x its class (class_count: the sentinel). */
 SM_HOT unsigned SM_FN(free_slot)(void *p, size_t size, unsigned flags)
 {
-    _Static_assert(sizeof(struct SM_FN(list)) == 16, "thread_cache: lists are indexed by 16 x their class");
     if (flags & SM_F_SIZED)
         return SM_FN(handles_size)(size) ? SM_FN(slot_of)(size) : (unsigned)SM_FN(class_count) << 4;
     return SM_NEXT_FN(block_slot)(p);
@@ -671,7 +677,7 @@ SM_INLINE unsigned SM_FN(free_class)(void *p, size_t size, unsigned flags)
 SM_HOT bool SM_FN(push)(void *p, unsigned slot)
 {
     struct SM_FN(cache) *cache = SM_FN(tls);
-    struct SM_FN(list) *l = (struct SM_FN(list) *)((char *)cache->list + slot);
+    struct SM_FN(list) *l = SM_FN(list_at)(cache, slot);
 #if SM_OPT_DOUBLE_FREE_CHECK
     bool room = l->count < l->limit && ((uintptr_t *)p)[1] != SM_FN(tag_of)(cache);
 #else

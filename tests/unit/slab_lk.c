@@ -14,6 +14,7 @@
 #include <sunmao/policies/sync/none.h>
 #include <sunmao/policies/sync/spinlock.h>
 #include "tests/support/check.h"
+#include "tests/support/cpus.h"
 
 #define SM_SIZECLASS_NAME ivc
 #define SM_SIZECLASS_INTERVALS (128, 16), (1024, 64), (8192, 512)
@@ -863,44 +864,10 @@ static void map_word(void)
 
 /* ---- shards (SM_OPT_SHARDS 2: the shard is the CPU's parity) ---- */
 
-/* Two CPUs of different parity this process may run on, or false. */
-static bool two_shard_cpus(int cpu[2])
-{
-    cpu_set_t set;
-    if (sched_getaffinity(0, sizeof set, &set) != 0)
-        return false;
-    cpu[0] = cpu[1] = -1;
-    for (int c = 0; c < CPU_SETSIZE; c++)
-        if (CPU_ISSET(c, &set) && cpu[c & 1] < 0)
-            cpu[c & 1] = c;
-    return cpu[0] >= 0 && cpu[1] >= 0;
-}
-
-typedef struct {
-    int cpu;
-    void (*body)(void *);
-    void *arg;
-} pinned_t;
-static void *pinned_start(void *arg)
-{
-    pinned_t *p = arg;
-    cpu_set_t set;
-    CPU_ZERO(&set);
-    CPU_SET(p->cpu, &set);
-    if (pthread_setaffinity_np(pthread_self(), sizeof set, &set) != 0 || sched_getcpu() != p->cpu)
-        return (void *)1;
-    p->body(p->arg);
-    return NULL;
-}
 /* Runs body(arg) on a thread pinned to cpu and waits for it. */
 static void on_cpu(int cpu, void (*body)(void *), void *arg)
 {
-    pinned_t p = { cpu, body, arg };
-    pthread_t t;
-    void *r = NULL;
-    CHECK(pthread_create(&t, NULL, pinned_start, &p) == 0);
-    pthread_join(t, &r);
-    CHECKF(r == NULL, "could not run on CPU %d", cpu);
+    CHECKF(run_on_cpu(cpu, body, arg), "could not run on CPU %d", cpu);
 }
 
 typedef struct {
@@ -936,7 +903,7 @@ static unsigned sh_nobjs(size_t size) { return sl_sh_geometry[sm_sizeclass_tc_si
 static void shards_by_cpu(void)
 {
     int cpu[2];
-    if (!two_shard_cpus(cpu)) {
+    if (!cpus_of_both_parities(cpu)) {
         check_skip("shards_by_cpu", "needs two CPUs of different parity");
         return;
     }
@@ -964,7 +931,7 @@ static void shards_by_cpu(void)
 static void shard_steal(void)
 {
     int cpu[2];
-    if (!two_shard_cpus(cpu)) {
+    if (!cpus_of_both_parities(cpu)) {
         check_skip("shard_steal", "needs two CPUs of different parity");
         return;
     }
@@ -1036,7 +1003,7 @@ static void sm_take(void *arg)
 static void shard_max(void)
 {
     int cpu[2];
-    if (!two_shard_cpus(cpu)) {
+    if (!cpus_of_both_parities(cpu)) {
         check_skip("shard_max", "needs two CPUs of different parity");
         return;
     }

@@ -14,6 +14,7 @@
 #include <sunmao/policies/sizeclass/tc.h>
 #include <sunmao/policies/sync/spinlock.h>
 #include "tests/support/check.h"
+#include "tests/support/cpus.h"
 
 #define SM_LAYER fk
 #include "tests/support/fake_next.h"
@@ -435,73 +436,44 @@ static void idle_scan(void) { in_thread(idle_scan_body); }
  * objects in use on the other CPU (passive false sharing). */
 static int shard_cpu[2];
 static void *shard_given, *shard_kept;
-typedef struct { int cpu; bool cached; void *next; } shard_probe_t;
-static void *shard_probe(void *arg)
+typedef struct { bool cached; void *next; } shard_probe_t;
+static void shard_probe(void *arg)
 {
     shard_probe_t *r = arg;
-    cpu_set_t set;
-    CPU_ZERO(&set);
-    CPU_SET(r->cpu, &set);
-    if (pthread_setaffinity_np(pthread_self(), sizeof set, &set) != 0 || sched_getcpu() != r->cpu)
-        return (void *)1;
     sm_mctx_t f = sm_mctx_block(shard_given, 0, 0);
     tshard_free(&f);
     r->cached = tshard_tls->list[cls_of(16)].count == 1;
     sm_mctx_t a = sm_mctx_alloc(16, 0, 0);
     r->next = tshard_alloc(&a);
     shard_given = r->next; /* the next probe frees this one */
-    return NULL;
 }
-static void *shard_give(void *arg)
+static void shard_give(void *arg)
 {
     (void)arg;
     sm_mctx_t a = sm_mctx_alloc(16, 0, 0), b = a;
     shard_given = tshard_alloc(&a);
     shard_kept = tshard_alloc(&b); /* live until the end: the slab is not empty, so not stolen whole */
-    return NULL;
-}
-static bool pinned(int cpu, void *(*fn)(void *), void *arg)
-{
-    pthread_t t;
-    void *r = (void *)1;
-    cpu_set_t set;
-    CPU_ZERO(&set);
-    CPU_SET(cpu, &set);
-    pthread_attr_t attr;
-    pthread_attr_init(&attr);
-    pthread_attr_setaffinity_np(&attr, sizeof set, &set);
-    if (pthread_create(&t, &attr, fn, arg) == 0)
-        pthread_join(t, &r);
-    pthread_attr_destroy(&attr);
-    return r == NULL;
 }
 static void remote_block_not_kept(void)
 {
-    cpu_set_t set;
-    shard_cpu[0] = shard_cpu[1] = -1;
-    if (sched_getaffinity(0, sizeof set, &set) == 0)
-        for (int c = 0; c < CPU_SETSIZE; c++)
-            if (CPU_ISSET(c, &set) && shard_cpu[c & 1] < 0)
-                shard_cpu[c & 1] = c;
-    if (shard_cpu[0] < 0 || shard_cpu[1] < 0) {
+    if (!cpus_of_both_parities(shard_cpu)) {
         check_skip("remote_block_not_kept", "needs two CPUs of different parity");
         return;
     }
     err_reset();
-    CHECK(pinned(shard_cpu[0], shard_give, NULL) && shard_given);
+    CHECK(run_on_cpu(shard_cpu[0], shard_give, NULL) && shard_given);
     void *given = shard_given;
-    shard_probe_t other = { shard_cpu[1], false, NULL }, same = { shard_cpu[0], false, NULL };
-    CHECK(pinned(shard_cpu[1], shard_probe, &other));
+    shard_probe_t other = { false, NULL }, same = { false, NULL };
+    CHECK(run_on_cpu(shard_cpu[1], shard_probe, &other));
     CHECKF(!other.cached, "a block of CPU %d's slab was kept by a thread on CPU %d", shard_cpu[0], shard_cpu[1]);
     CHECKF(other.next != given, "the thread on CPU %d got the other CPU's block back", shard_cpu[1]);
     CHECKF((uintptr_t)other.next / 65536 != (uintptr_t)given / 65536, "both CPUs' objects in slab %p",
            (void *)((uintptr_t)given & ~(uintptr_t)0xffff));
     /* the block the thread on CPU 1 took is its own CPU's: a thread there keeps it */
-    other.cpu = shard_cpu[1];
-    CHECK(pinned(shard_cpu[1], shard_probe, &other));
+    CHECK(run_on_cpu(shard_cpu[1], shard_probe, &other));
     CHECKF(other.cached, "a thread on CPU %d did not keep a block of its own CPU's slab", shard_cpu[1]);
     /* and a thread on CPU 0 does not */
-    CHECK(pinned(shard_cpu[0], shard_probe, &same));
+    CHECK(run_on_cpu(shard_cpu[0], shard_probe, &same));
     CHECKF(!same.cached, "a block of CPU %d's slab was kept by a thread on CPU %d", shard_cpu[1], shard_cpu[0]);
     sm_mctx_t f = sm_mctx_block(shard_given, 0, 0), k = sm_mctx_block(shard_kept, 0, 0);
     tshard_free(&f);

@@ -2,6 +2,8 @@
  * instance (per-thread carving, reuse of freed blocks, tails of exited threads adopted) and a
  * huge-page instance, side by side in one translation unit. */
 #include <pthread.h>
+#include <sched.h>
+#include <stdatomic.h>
 #include <sys/mman.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -651,6 +653,65 @@ static void remap_failure_leaves_the_block_intact(void)
     CHECK(errors[SM_ERR_INVALID_FREE] == 0 && errors[SM_ERR_DOUBLE_FREE] == 0);
 }
 
+/* Remap moves a block and leaves its old pages to the kernel, which may hand them to another
+ * thread's mapping at once. The old address's registry entry must be gone before that can happen:
+ * cleared after the move, it erased the new block's fresh entry, whose free was then reported as
+ * invalid (and leaked). Movers grow blocks by remap while mappers take blocks of exactly the sizes
+ * the movers vacate and check their registration; before the fix this failed within a second. */
+static atomic_int race_stop;
+static atomic_ulong race_lost, race_moves, race_maps;
+static void *race_mover(void *arg)
+{
+    size_t page = sm_os_page_size(), len = (size_t)(uintptr_t)arg * page;
+    while (!atomic_load(&race_stop)) {
+        sm_mctx_t c = ALLOC(mm, len, 16);
+        if (!c.ptr)
+            continue;
+        sm_mctx_t r = sm_mctx_block(c.ptr, 0, 0);
+        if (mm_remap(&r, 4 * len) && r.ptr != c.ptr)
+            atomic_fetch_add(&race_moves, 1);
+        if (MM_USABLE(r.ptr) != 4 * len)
+            atomic_fetch_add(&race_lost, 1);
+        FREE(mm, r.ptr, 0, 0);
+    }
+    return NULL;
+}
+static void *race_mapper(void *arg)
+{
+    size_t page = sm_os_page_size(), len = (size_t)(uintptr_t)arg * page;
+    while (!atomic_load(&race_stop)) {
+        sm_mctx_t c = ALLOC(mm, len, 16);
+        if (!c.ptr)
+            continue;
+        sched_yield(); /* let a mover finish a move meanwhile */
+        if (MM_USABLE(c.ptr) != len)
+            atomic_fetch_add(&race_lost, 1);
+        FREE(mm, c.ptr, 0, 0);
+        atomic_fetch_add(&race_maps, 1);
+    }
+    return NULL;
+}
+static void remap_racing_maps_keep_their_registration(void)
+{
+    reset_errors();
+    enum { PAIRS = 4 };
+    pthread_t t[2 * PAIRS];
+    atomic_store(&race_stop, 0);
+    for (uintptr_t i = 0; i < PAIRS; i++) {
+        pthread_create(&t[2 * i], NULL, race_mover, (void *)(16 + 16 * i));
+        pthread_create(&t[2 * i + 1], NULL, race_mapper, (void *)(16 + 16 * i));
+    }
+    usleep(800 * 1000);
+    atomic_store(&race_stop, 1);
+    for (int i = 0; i < 2 * PAIRS; i++)
+        pthread_join(t[i], NULL);
+    CHECKF(race_moves > 0, "no remap moved a block (nothing was tested)");
+    CHECKF(race_lost == 0 && errors[SM_ERR_INVALID_FREE] == 0 && errors[SM_ERR_DOUBLE_FREE] == 0,
+           "%lu live blocks lost their registration, %d invalid and %d double frees reported "
+           "(%lu moves, %lu maps)", (unsigned long)race_lost, errors[SM_ERR_INVALID_FREE],
+           errors[SM_ERR_DOUBLE_FREE], (unsigned long)race_moves, (unsigned long)race_maps);
+}
+
 int main(void)
 {
     check_begin("os_mmap_heap");
@@ -676,5 +737,6 @@ int main(void)
     RUN_CASE(remap_grows_in_place_when_the_pages_are_free);
     RUN_CASE(remap_moves_when_the_next_pages_are_taken);
     RUN_CASE(remap_failure_leaves_the_block_intact);
+    RUN_CASE(remap_racing_maps_keep_their_registration);
     return check_end();
 }

@@ -386,8 +386,12 @@ SM_SLOWPATH SM_UNUSED void *SM_FN(split)(sm_mctx_t *c, size_t n)
  * if it cannot grow in place (mremap moves the page tables, not the bytes: its resident pages stay
  * resident, only the added tail faults in as zero pages). On success c->ptr is the block's new
  * address and the old one is no longer a block; false (block unchanged) for a carved block, a
- * pointer that is not a live direct block, or a failed system call. The destination is mapped and
- * recorded first, so the registry never lacks the block, then the block is moved onto it. */
+ * pointer that is not a live direct block, or a failed system call.
+ * Order matters (docs/reliability.md, "registry order"): the moment mremap returns, the kernel may
+ * give the old pages to another thread's mmap, which records its block there. So the old entry is
+ * cleared, and the destination recorded, before the move, in one critical section; a failed move
+ * puts them back. Between the two the block is registered nowhere, which is safe because its
+ * caller owns it (decay_cache took it out of its cache) and nobody else may free or resize it. */
 SM_SLOWPATH SM_UNUSED bool SM_FN(remap)(sm_mctx_t *c, size_t n)
 {
     void *p = c->ptr;
@@ -405,19 +409,20 @@ SM_SLOWPATH SM_UNUSED bool SM_FN(remap)(sm_mctx_t *c, size_t n)
         return false;
     SM_SYNC_FN(lock)(&SM_FN(obj).lock);
     bool ok = SM_FN(record)(q, want | SM_FN(w_direct));
+    if (ok)
+        SM_FN(record)(p, 0); /* node exists: cannot fail */
     SM_SYNC_FN(unlock)(&SM_FN(obj).lock);
     if (ok && mremap(p, size, want, MREMAP_MAYMOVE | MREMAP_FIXED, q) == q) {
-        SM_SYNC_FN(lock)(&SM_FN(obj).lock);
-        SM_FN(record)(p, 0);
-        SM_SYNC_FN(unlock)(&SM_FN(obj).lock);
         c->ptr = q;
         return true;
     }
+    /* Not moved: p is still mapped and ours, q still mapped and unused. */
+    SM_SYNC_FN(lock)(&SM_FN(obj).lock);
     if (ok) {
-        SM_SYNC_FN(lock)(&SM_FN(obj).lock);
+        SM_FN(record)(p, w);
         SM_FN(record)(q, 0);
-        SM_SYNC_FN(unlock)(&SM_FN(obj).lock);
     }
+    SM_SYNC_FN(unlock)(&SM_FN(obj).lock);
     sm_os_unmap(q, want);
     return false;
 }

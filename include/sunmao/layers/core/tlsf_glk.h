@@ -115,6 +115,14 @@ SM_INLINE struct SM_FN(block) *SM_FN(first_block)(struct SM_FN(span) *s)
     return (struct SM_FN(block) *)((char *)s + SM_TLSF_FIRST_OFFSET);
 }
 SM_INLINE char *SM_FN(sentinel)(struct SM_FN(span) *s) { return (char *)s + s->bytes - SM_TLSF_HDR; }
+/* The PREV_FREE bit lives in the header of the *next* block, which may be live and read by getmeta
+ * without the lock; so that bit changes with an atomic store (a plain load and store under the lock,
+ * on x86-64 the same instructions) and getmeta reads headers atomically: no data race in C11 terms. */
+SM_INLINE void SM_FN(set_prev_free)(struct SM_FN(block) *b, bool prev_free)
+{
+    size_t h = b->head;
+    __atomic_store_n(&b->head, prev_free ? h | SM_TLSF_PREV_FREE : h & ~SM_TLSF_PREV_FREE, __ATOMIC_RELAXED);
+}
 
 /* Block size for a payload of n bytes (n <= MAX_REQUEST). */
 SM_INLINE size_t SM_FN(block_size)(size_t n)
@@ -215,7 +223,7 @@ static inline struct SM_FN(block) *SM_FN(release)(struct SM_FN(block) *b)
     }
     b->head = size | SM_TLSF_FREE; /* its predecessor is in use: free blocks are never adjacent */
     SM_FN(set_self_tail)(b);
-    SM_FN(bnext)(b)->head |= SM_TLSF_PREV_FREE;
+    SM_FN(set_prev_free)(SM_FN(bnext)(b), true);
     SM_FN(list_insert)(b);
     return b;
 }
@@ -251,7 +259,7 @@ SM_INLINE void *SM_FN(carve)(struct SM_FN(block) *b, size_t size, size_t align)
     } else {
         b->head &= ~SM_TLSF_FREE;
     }
-    SM_FN(bnext)(b)->head &= ~SM_TLSF_PREV_FREE;
+    SM_FN(set_prev_free)(SM_FN(bnext)(b), false);
     SM_FN(trim)(b, size);
     return (char *)b + SM_TLSF_HDR;
 }
@@ -495,13 +503,14 @@ SM_INLINE bool SM_FN(getmeta)(sm_mctx_t *c)
         SM_SYNC_FN(unlock)(&SM_FN(obj).lock);
         return found;
     }
-    /* A live block's header changes only through its owner, so it can be read without the lock;
-     * the bounds check keeps the read inside the span for any pointer. */
+    /* A live block's size and FREE bit change only through its owner, so its header can be read
+     * without the lock (atomically: a neighbour may flip PREV_FREE meanwhile, set_prev_free); the
+     * bounds check keeps the read inside the span for any pointer. */
     struct SM_FN(span) *span = SM_FN(span_of)(tag);
     char *at = (char *)c->ptr - SM_TLSF_HDR;
     if (!sm_ptr_aligned(c->ptr, 16) || at < (char *)SM_FN(first_block)(span))
         return false;
-    size_t head = ((struct SM_FN(block) *)at)->head;
+    size_t head = __atomic_load_n(&((struct SM_FN(block) *)at)->head, __ATOMIC_RELAXED);
     if ((head & SM_TLSF_FREE) || (head & ~SM_TLSF_FLAGS) < SM_TLSF_MIN_BLOCK)
         return false;
     c->usable = (head & ~SM_TLSF_FLAGS) - SM_TLSF_HDR;
@@ -535,7 +544,7 @@ SM_INLINE bool SM_FN(resize)(sm_mctx_t *c, size_t n)
             SM_FN(list_remove)(next);
             have += SM_FN(bsize)(next);
             b->head = have | (b->head & SM_TLSF_PREV_FREE);
-            SM_FN(bnext)(b)->head &= ~SM_TLSF_PREV_FREE;
+            SM_FN(set_prev_free)(SM_FN(bnext)(b), false);
         }
         if (want <= have) {
             SM_FN(trim)(b, want);

@@ -50,6 +50,8 @@
 #define SM_SIZE_MIN        ((8u << 10) + 1)
 #define SM_SIZE_MAX        (2u << 20)
 #define SM_OPT_REGION_SIZE (4u << 20)
+/* Free pages inside medium blocks go back on the large cache's clock (docs/reliability.md). */
+#define SM_OPT_DECAY_MS    250
 #include <sunmao/layers/core/tlsf_glk.h>
 
 #define SM_LAYER          sunmao_pages

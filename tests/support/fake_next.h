@@ -19,8 +19,8 @@ static struct {
     struct SM_FN(block) blocks[FAKE_MAX_BLOCKS];
     size_t live_blocks, live_bytes;
     size_t limit_bytes;                  /* 0 = unlimited; above it alloc fails with ENOMEM */
-    unsigned long allocs, frees, failed, bad_frees, creates, forks, thread_exits;
-} SM_FN(obj) = { PTHREAD_MUTEX_INITIALIZER, { { 0, 0 } }, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0 };
+    unsigned long allocs, frees, failed, bad_frees, creates, forks, thread_exits, purges, bad_purges, releases;
+} SM_FN(obj) = { PTHREAD_MUTEX_INITIALIZER, { { 0, 0 } }, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0 };
 
 enum { SM_FN(thread_safe) = 1, SM_FN(min_align) = 16, SM_FN(zeroed) = 0 };
 
@@ -88,6 +88,28 @@ static inline bool SM_FN(resize)(sm_mctx_t *c, size_t n)
     return SM_FN(getmeta)(&m) && n <= m.usable;
 }
 
+/* Purge: a range inside a live block; its memory is the C library's, so "dropping" it is filling it
+ * with zeros (SM_F_ZERO) or garbage (lazy: contents undefined). A range outside every block counts
+ * as a contract violation. */
+static inline bool SM_FN(purge)(sm_mctx_t *c)
+{
+    pthread_mutex_lock(&SM_FN(obj).lock);
+    bool inside = false;
+    for (size_t i = 0; i < SM_FN(obj).live_blocks && !inside; i++) {
+        char *b = (char *)SM_FN(obj).blocks[i].ptr;
+        inside = (char *)c->ptr >= b && c->size <= SM_FN(obj).blocks[i].size &&
+                 (size_t)((char *)c->ptr - b) <= SM_FN(obj).blocks[i].size - c->size;
+    }
+    if (inside) {
+        memset(c->ptr, (c->flags & SM_F_ZERO) ? 0 : 0xCD, c->size);
+        SM_FN(obj).purges++;
+    } else {
+        SM_FN(obj).bad_purges++;
+    }
+    pthread_mutex_unlock(&SM_FN(obj).lock);
+    return inside;
+}
+static inline void SM_FN(release)(sm_release_t *r) { (void)r; SM_FN(obj).releases++; }
 static inline void SM_FN(thread_exit)(void) { SM_FN(obj).thread_exits++; }
 static inline void SM_FN(fork_prepare)(void) { pthread_mutex_lock(&SM_FN(obj).lock); SM_FN(obj).forks++; }
 static inline void SM_FN(fork_parent)(void) { pthread_mutex_unlock(&SM_FN(obj).lock); }

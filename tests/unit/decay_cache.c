@@ -51,6 +51,7 @@ static inline void *cnt_split(sm_mctx_t *c, size_t n)
 }
 static inline bool cnt_getmeta(sm_mctx_t *c) { return mm_getmeta(c); }
 static inline bool cnt_resize(sm_mctx_t *c, size_t n) { return mm_resize(c, n); }
+static inline void cnt_release(sm_release_t *r) { mm_release(r); }
 static inline void cnt_thread_exit(void) { mm_thread_exit(); }
 static inline void cnt_fork_prepare(void) { mm_fork_prepare(); }
 static inline void cnt_fork_parent(void) { mm_fork_parent(); }
@@ -97,15 +98,9 @@ static inline void cnt_fork_child(void) { mm_fork_child(); }
 #define SM_OPT_GROW 1
 #include <sunmao/layers/addon/decay_cache.h>
 
-/* fake_next with the purge the layer needs (the fake's memory is not the OS's: zero it). */
+/* fake_next (its purge zeroes the fake's memory, which is not the OS's). */
 #define SM_LAYER fk
 #include "tests/support/fake_next.h"
-static inline bool fk_purge(sm_mctx_t *c)
-{
-    if (c->flags & SM_F_ZERO)
-        memset(c->ptr, 0, c->size);
-    return true;
-}
 #define SM_LAYER df
 #define SM_NEXT fk
 #define SM_SYNC mutex
@@ -622,8 +617,8 @@ static double large_loop(large_alloc_fn *alloc, large_free_fn *release, int iter
     *faults = r1.ru_minflt - r0.ru_minflt;
     return (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) / 1e9;
 }
-static void dd_release(void *p) { if (p) FREE(dd, p); }
-static void mb_release(void *p) { if (p) FREE(mb, p); }
+static void dd_drop(void *p) { if (p) FREE(dd, p); }
+static void mb_drop(void *p) { if (p) FREE(mb, p); }
 
 static void large_blocks_do_not_thrash(void)
 {
@@ -632,9 +627,9 @@ static void large_blocks_do_not_thrash(void)
     long f_dd, f_mb, f_libc = 0;
     size_t r_dd, r_mb, r_libc = 0;
     bool ok1, ok2, ok3 = true;
-    double t_dd = large_loop(dd_malloc, dd_release, iters, &f_dd, &r_dd, &ok1);
+    double t_dd = large_loop(dd_malloc, dd_drop, iters, &f_dd, &r_dd, &ok1);
     dd_flush(); /* so the loops after it start from the same state */
-    double t_mb = large_loop(mb_malloc, mb_release, iters, &f_mb, &r_mb, &ok2);
+    double t_mb = large_loop(mb_malloc, mb_drop, iters, &f_mb, &r_mb, &ok2);
     double t_libc = 0;
 #if !defined(__SANITIZE_ADDRESS__) /* ASan's malloc is not the C library's */
     t_libc = large_loop(malloc, libc_free, iters, &f_libc, &r_libc, &ok3);

@@ -361,9 +361,16 @@ static void purge_drops_pages_but_keeps_the_block(void)
     CHECK(mm_purge(&p) && is_mapped(c.ptr, len));
     sm_mctx_t m = sm_mctx_block(c.ptr, 0, 0);
     CHECK(mm_getmeta(&m) && m.usable == len);
+    /* A range inside a block its caller holds (tlsf_glk purges the middle of its free blocks). */
+    memset(c.ptr, 0x6b, len);
+    sm_mctx_t inner = sm_mctx_block((char *)c.ptr + page, 2 * page, SM_F_ZERO);
+    CHECK(mm_purge(&inner));
+    CHECKF(resident_pages(c.ptr, len) == 62, "%zu resident", (size_t)resident_pages(c.ptr, len));
+    CHECK(all_zero((unsigned char *)c.ptr + page, 2 * page)); /* read after the count: reads map pages */
+    CHECK(((unsigned char *)c.ptr)[page - 1] == 0x6b && ((unsigned char *)c.ptr)[3 * page] == 0x6b);
     int on_stack;
-    sm_mctx_t bad = sm_mctx_block(&on_stack, page, SM_F_ZERO), inner = sm_mctx_block((char *)c.ptr + page, page, 0);
-    CHECK(!mm_purge(&bad) && !mm_purge(&inner));
+    sm_mctx_t bad = sm_mctx_block(&on_stack, page, SM_F_ZERO), whole_inner = sm_mctx_block((char *)c.ptr + page, 0, 0);
+    CHECK(!mm_purge(&bad) && !mm_purge(&whole_inner)); /* unaligned; no size and not a block start */
     FREE(mm, c.ptr, 0, 0);
     p = sm_mctx_block(c.ptr, 0, SM_F_ZERO);
     CHECK(!mm_purge(&p)); /* freed: not this layer's block any more */

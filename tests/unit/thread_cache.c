@@ -79,6 +79,8 @@ static inline unsigned cnt_block_slot(const void *p)
     CNT_ADD(block_classes, 1);
     return sl_block_slot(p);
 }
+static inline bool cnt_purge(sm_mctx_t *c) { return sl_purge(c); }
+static inline void cnt_release(sm_release_t *r) { sl_release(r); }
 static inline void cnt_thread_exit(void)
 {
     CNT_ADD(thread_exits, 1);

@@ -80,6 +80,8 @@ static inline void bump_free(sm_mctx_t *c)
 }
 static inline bool bump_getmeta(sm_mctx_t *c) { (void)c; return false; }
 static inline bool bump_resize(sm_mctx_t *c, size_t n) { (void)c, (void)n; return false; }
+static inline bool bump_purge(sm_mctx_t *c) { (void)c; return false; }
+static inline void bump_release(sm_release_t *r) { (void)r; }
 static inline void bump_thread_exit(void) {}
 static inline void bump_fork_prepare(void) {}
 static inline void bump_fork_parent(void) {}
@@ -567,6 +569,77 @@ static void fork_hooks_reach_next(void)
     heap_m_put(p);
 }
 
+/* L_release: a large free block between live ones is stamped by the first pass, purged (inner
+ * pages only, through the next layer's purge) by the first pass a decay later, and not again while
+ * it stays free; an empty span kept for reuse goes back one decay after it emptied; a release of
+ * everything does both at once. Live neighbours keep their contents throughout. */
+static char *m_alloc_fill(size_t n, unsigned seed)
+{
+    sm_mctx_t c = sm_mctx_alloc(n, 16, 0);
+    char *p = (char *)heap_m_alloc(&c);
+    if (p)
+        check_fill(p, n, seed);
+    return p;
+}
+static void release_purges_then_returns(void)
+{
+    const size_t KiB = 1024;
+    char *a = m_alloc_fill(100 * KiB, 11), *b = m_alloc_fill(300 * KiB, 12);
+    char *c = m_alloc_fill(100 * KiB, 13);
+    CHECK(a && b && c);
+    sm_mctx_t f = sm_mctx_block(b, 0, 0);
+    heap_m_free(&f);
+    unsigned long purges = fake_m_obj.purges, frees = fake_m_obj.frees;
+    sm_release_t r = sm_release_request(1000, SM_RELEASE_DECAYED);
+    heap_m_release(&r);
+    CHECKF(fake_m_obj.purges == purges && r.released == 0, "purged on first sight");
+    CHECKF(r.next_ms == 1000 + 1000, "next pass asked for at %llu", (unsigned long long)r.next_ms);
+    r = sm_release_request(1999, SM_RELEASE_DECAYED);
+    heap_m_release(&r);
+    CHECK(fake_m_obj.purges == purges && r.released == 0);
+    r = sm_release_request(2000, SM_RELEASE_DECAYED);
+    heap_m_release(&r);
+    CHECKF(fake_m_obj.purges > purges && r.released >= 200 * KiB, "%lu purges, %zu bytes",
+           fake_m_obj.purges - purges, r.released);
+    CHECK(fake_m_obj.bad_purges == 0 && heap_m_check() == NULL);
+    CHECK(check_verify(a, 100 * KiB, 11) && check_verify(c, 100 * KiB, 13));
+    purges = fake_m_obj.purges;
+    r = sm_release_request(9000, SM_RELEASE_DECAYED);
+    heap_m_release(&r);
+    CHECKF(fake_m_obj.purges == purges, "purged twice while it stayed free");
+    char *b2 = m_alloc_fill(200 * KiB, 14); /* served from the purged block */
+    CHECK(b2 && b2 >= a && b2 < c && heap_m_check() == NULL);
+    CHECK(check_verify(a, 100 * KiB, 11) && check_verify(c, 100 * KiB, 13) && check_verify(b2, 200 * KiB, 14));
+    char *blocks[] = { a, b2, c };
+    for (int i = 0; i < 3; i++) {
+        f = sm_mctx_block(blocks[i], 0, 0);
+        heap_m_free(&f);
+    }
+    CHECK(heap_m_obj.span_count == 1 && fake_m_obj.frees == frees); /* the last span is kept */
+    r = sm_release_request(20000, SM_RELEASE_DECAYED);
+    heap_m_release(&r);
+    CHECK(heap_m_obj.span_count == 1);
+    r = sm_release_request(21000, SM_RELEASE_DECAYED);
+    heap_m_release(&r);
+    CHECKF(heap_m_obj.span_count == 0 && fake_m_obj.frees > frees, "%zu spans kept a decay after emptying",
+           heap_m_obj.span_count);
+    /* Everything at once. */
+    char *d = m_alloc_fill(500 * KiB, 15), *e = m_alloc_fill(10 * KiB, 16);
+    CHECK(d && e);
+    f = sm_mctx_block(d, 0, 0);
+    heap_m_free(&f);
+    purges = fake_m_obj.purges;
+    r = sm_release_request(21001, SM_RELEASE_ALL);
+    heap_m_release(&r);
+    CHECK(fake_m_obj.purges > purges && check_verify(e, 10 * KiB, 16) && heap_m_check() == NULL);
+    f = sm_mctx_block(e, 0, 0);
+    heap_m_free(&f);
+    r = sm_release_request(21002, SM_RELEASE_ALL);
+    heap_m_release(&r);
+    CHECK(heap_m_obj.span_count == 0 && heap_m_check() == NULL);
+    CHECK(fake_m_obj.releases >= 7); /* every pass went on to the next layer */
+}
+
 int main(void)
 {
     check_begin("tlsf_glk");
@@ -584,5 +657,6 @@ int main(void)
     RUN_CASE(threads_mutex);
     RUN_CASE(threads_spinlock);
     RUN_CASE(fork_hooks_reach_next);
+    RUN_CASE(release_purges_then_returns);
     return check_end();
 }

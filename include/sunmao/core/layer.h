@@ -23,6 +23,10 @@
  *                                    c->owner and return true; false means "nobody owns it".
  *   bool  L_resize(sm_mctx_t *c, size_t n)  grow or shrink c->ptr in place to >= n usable bytes;
  *                                    false leaves the block untouched (the socket then moves it).
+ *   bool  L_purge(sm_mctx_t *c)      drop the pages of a range of a block the caller holds, keep
+ *                                    it mapped (core/release.h); pass down what is not ours.
+ *   void  L_release(sm_release_t *r) give back memory held free: all of it, or what has decayed
+ *                                    (core/release.h); then the next layer's.
  *   void  L_thread_exit(void)        the calling thread is exiting: return its cached state.
  *   void  L_fork_prepare(void)       take every lock of this layer, then the next layer's;
  *   void  L_fork_parent(void)        release them in the parent;
@@ -42,6 +46,7 @@
 #include "compiler.h"
 #include "errnum.h"
 #include "mctx.h"
+#include "release.h"
 
 /* Name of this instance's function or object `name`, and of the next instance's. */
 #define SM_FN(name)      SM_CAT3(SM_LAYER, _, name)

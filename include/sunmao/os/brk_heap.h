@@ -303,6 +303,19 @@ SM_INLINE bool SM_FN(resize)(sm_mctx_t *c, size_t n)
     return ok;
 }
 
+/* The contract's purge (core/release.h): the page-aligned range lies in a block the calling layer
+ * holds, so it is ours and mapped; the break's pages are anonymous memory like any other. */
+SM_INLINE bool SM_FN(purge)(sm_mctx_t *c)
+{
+    size_t page = sm_os_page_size(), bytes = sm_align_up(c->size, page);
+    if (!sm_ptr_aligned(c->ptr, page) || !c->size || bytes < c->size)
+        return false;
+    return sm_os_purge(c->ptr, bytes, !(c->flags & SM_F_ZERO)) == 0;
+}
+
+/* Freed blocks wait on the free list for the next request; the top of the heap is trimmed on free. */
+SM_INLINE void SM_FN(release)(sm_release_t *r) { (void)r; }
+
 SM_INLINE void SM_FN(thread_exit)(void) {}
 SM_INLINE void SM_FN(fork_prepare)(void) { SM_SYNC_FN(lock)(&SM_FN(obj).lock); }
 SM_INLINE void SM_FN(fork_parent)(void) { SM_SYNC_FN(unlock)(&SM_FN(obj).lock); }

@@ -150,6 +150,14 @@ SM_INLINE bool SM_FN(resize)(sm_mctx_t *c, size_t n)
     return h && n <= h->size;
 }
 
+/* The C library's pages are its own to give back (malloc_trim). */
+SM_INLINE bool SM_FN(purge)(sm_mctx_t *c)
+{
+    (void)c;
+    return false;
+}
+SM_INLINE void SM_FN(release)(sm_release_t *r) { (void)r; }
+
 SM_INLINE void SM_FN(thread_exit)(void) {}
 SM_INLINE void SM_FN(fork_prepare)(void) {}
 SM_INLINE void SM_FN(fork_parent)(void) {}

@@ -11,8 +11,8 @@
  *                                 more than a quarter of the thread heap)
  *   SM_OPT_HUGE_PAGES             1: ask for transparent huge pages on mappings >= 2 MiB, aligned to 2 MiB
  * Properties: thread-safe, page-aligned blocks, always zero-filled (SM_F_FRESH on every result).
- * Beyond the contract: L_purge(c) drops a live block's pages but keeps it mapped, L_remap(c, n)
- * grows a direct block, moving it if need be, and L_split(c, n) cuts one in two (for decay_cache).
+ * Beyond the contract: L_remap(c, n) grows a direct block, moving it if need be, and L_split(c, n)
+ * cuts one in two (for decay_cache).
  *
  * Every block handed out is recorded in a page map keyed by its first page, holding its size and
  * kind, so free without a size, getmeta and foreign-pointer detection cost one lock-free lookup.
@@ -341,23 +341,31 @@ SM_INLINE bool SM_FN(resize)(sm_mctx_t *c, size_t n)
     return true;
 }
 
-/* Give back the physical pages of a live block but keep it mapped (the contract decay_cache asks of
- * the layer below it, since only OS layers may talk to the kernel). c->ptr is the block, c->size the
- * bytes to purge from its start (0 = the whole block; rounded up to pages, never past the block).
- * SM_F_ZERO in c->flags: the pages must read as zero afterwards (MADV_DONTNEED, RSS drops at once);
- * without it the kernel may reclaim them lazily (MADV_FREE) and their contents are undefined.
- * False (nothing done) for a pointer that is not a live block of this layer or a failed madvise. */
+/* The contract's purge (core/release.h): c->ptr a live block (c->size bytes from its start, 0 = the
+ * whole block, rounded up to pages and clipped to the block), or a page-aligned range inside a block
+ * the calling layer holds (c->size bytes, rounded up to pages; the caller vouches for the range, as
+ * only layers call this). SM_F_ZERO: MADV_DONTNEED, the pages read as zero and RSS drops at once;
+ * without it MADV_FREE, reclaimed lazily, contents undefined. False for a size of 0 outside a block
+ * start, an unaligned pointer, or a failed madvise (an unmapped range). */
 SM_INLINE bool SM_FN(purge)(sm_mctx_t *c)
 {
-    uintptr_t w = SM_FN(word)(c->ptr);
-    if (!SM_FN(word_live)(w))
+    size_t page = sm_os_page_size();
+    if (!sm_ptr_aligned(c->ptr, page))
         return false;
-    size_t size = w & ~(uintptr_t)SM_FN(w_kind_mask);
-    size_t bytes = c->size ? sm_align_up(c->size, sm_os_page_size()) : size;
-    if (bytes > size || bytes < c->size) /* past the block, or rounding wrapped around */
-        bytes = size;
+    uintptr_t w = SM_FN(word)(c->ptr);
+    size_t bytes = sm_align_up(c->size, page);
+    if (SM_FN(word_live)(w)) {
+        size_t size = w & ~(uintptr_t)SM_FN(w_kind_mask);
+        if (!c->size || bytes > size || bytes < c->size) /* whole, past the block, or wrapped around */
+            bytes = size;
+    } else if (!c->size || bytes < c->size || (uintptr_t)c->ptr + bytes < (uintptr_t)c->ptr) {
+        return false;
+    }
     return sm_os_purge(c->ptr, bytes, !(c->flags & SM_F_ZERO)) == 0;
 }
+
+/* Nothing to give back: freed blocks are unmapped, freed carved blocks purged when freed. */
+SM_INLINE void SM_FN(release)(sm_release_t *r) { (void)r; }
 
 /* Beyond the contract, for decay_cache: cut the live direct block c->ptr after its first n bytes
  * (rounded up to pages) into two blocks, without a system call: the tail, returned, is recorded as

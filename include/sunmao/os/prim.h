@@ -13,7 +13,10 @@
 #include <stdlib.h>
 #include <sys/auxv.h>
 #include <sys/mman.h>
+#include <sys/syscall.h>
+#include <time.h>
 #include <unistd.h>
+#include <linux/futex.h>
 #include "../core/bits.h"
 #include "../core/compiler.h"
 
@@ -102,6 +105,32 @@ static inline void sm_os_hint_huge(void *p, size_t size)
 #else
     (void)p, (void)size;
 #endif
+}
+
+/* Milliseconds of CLOCK_MONOTONIC at the kernel's tick resolution (vDSO: no system call). */
+static inline uint64_t sm_os_now_ms(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC_COARSE, &t);
+    return (uint64_t)t.tv_sec * 1000u + (uint64_t)t.tv_nsec / 1000000u;
+}
+
+/* Sleep while *word == value, at most timeout_ms (UINT64_MAX: no limit); returns early on a wake,
+ * a signal, or when *word already differs. */
+static inline void sm_os_wait_while(int *word, int value, uint64_t timeout_ms)
+{
+    struct timespec t = { (time_t)(timeout_ms / 1000u), (long)(timeout_ms % 1000u) * 1000000L };
+    syscall(SYS_futex, word, FUTEX_WAIT_PRIVATE, value, timeout_ms == UINT64_MAX ? NULL : &t, NULL, 0);
+}
+
+/* Wake every thread sleeping in sm_os_wait_while on word. */
+static inline void sm_os_wake(int *word) { syscall(SYS_futex, word, FUTEX_WAKE_PRIVATE, 0x7fffffff, NULL, NULL, 0); }
+
+/* Sleep for ms milliseconds (a signal may cut it short). */
+static inline void sm_os_sleep_ms(uint64_t ms)
+{
+    struct timespec t = { (time_t)(ms / 1000u), (long)(ms % 1000u) * 1000000L };
+    nanosleep(&t, NULL);
 }
 
 /* Move the program break; returns the old break or NULL with errno = ENOMEM. */

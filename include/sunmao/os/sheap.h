@@ -314,6 +314,14 @@ SM_INLINE bool SM_FN(resize)(sm_mctx_t *c, size_t n)
     return ok;
 }
 
+/* A static pool has no pages to give back to anyone. */
+SM_INLINE bool SM_FN(purge)(sm_mctx_t *c)
+{
+    (void)c;
+    return false;
+}
+SM_INLINE void SM_FN(release)(sm_release_t *r) { (void)r; }
+
 SM_INLINE void SM_FN(thread_exit)(void) {}
 SM_INLINE void SM_FN(fork_prepare)(void) { SM_SYNC_FN(lock)(&SM_FN(obj).lock); }
 SM_INLINE void SM_FN(fork_parent)(void) { SM_SYNC_FN(unlock)(&SM_FN(obj).lock); }

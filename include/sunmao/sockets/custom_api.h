@@ -19,6 +19,7 @@
     void *SM_CAT(P, pvalloc)(size_t size);                                                \
     size_t SM_CAT(P, malloc_usable_size)(void *ptr);                                      \
     void SM_CAT(P, free_sized)(void *ptr, size_t size);                                   \
-    void SM_CAT(P, free_aligned_sized)(void *ptr, size_t align, size_t size);
+    void SM_CAT(P, free_aligned_sized)(void *ptr, size_t align, size_t size);             \
+    int SM_CAT(P, malloc_trim)(size_t pad);
 
 #endif

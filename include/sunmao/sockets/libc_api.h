@@ -9,6 +9,9 @@
  *   SM_SOCKET_HIT_PATH     (optional) 1 to call the top layer's hit paths first (below); by
  *                  default 1 when the template included last declares them (SM_LAYER_HAS_HIT_PATH,
  *                  as thread_cache.h does), else 0
+ *   SM_SOCKET_BACKGROUND   (optional, default 1) 1: a background thread runs the stack's release
+ *                  clock (below); 0: memory goes back only on the layers' own request paths and
+ *                  on malloc_trim
  *
  * Start-up: the first request that reaches the stack initialises it (secret seed, layer create
  * hooks bottom-up, then the fork handlers) with no memory of its own, so allocations from libc
@@ -39,9 +42,20 @@
  *   - the thread-exit hook (SM_SOCKET_THREAD_EXIT) is attached on a thread's first miss, which
  *     comes before it can hold any per-thread state (all of it is made on slow paths).
  * Without a hit path (a tlsf or slab top layer), every request tests readiness first, as the
- * layers below it may not run before their create hooks. */
+ * layers below it may not run before their create hooks.
+ *
+ * Giving memory back (core/release.h). malloc_trim releases everything the layers hold free, now.
+ * The background thread runs the release clock: it sleeps (futex) until a layer notes that it holds
+ * memory that time will free, then calls the stack's L_release at the times the layers ask for,
+ * at most every SM_SOCKET_RELEASE_MIN_MS, and sleeps again when nothing is pending. It is started
+ * lazily, by the first whole-stack request after the first note (no lock is held there, so
+ * pthread_create may allocate), with every signal blocked (it never runs a handler) and detached;
+ * a forked child starts its own the same way. Processes that free nothing medium or large never
+ * get one. So RSS follows frees within the decay times even when the program goes idle or only
+ * allocates small blocks, with nothing added to the hit paths. */
 #include <errno.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdint.h>
 #include <string.h>
 #include <sys/auxv.h>
@@ -91,9 +105,81 @@ SM_SLOWPATH void sm_socket_thread_attach(void)
 }
 #endif
 
+#ifndef SM_SOCKET_BACKGROUND
+#define SM_SOCKET_BACKGROUND 1
+#endif
+/* Passes of the release clock come at most this often: a program freeing medium blocks all the time
+ * notes all the time, and each pass walks free lists under a layer's lock. */
+#define SM_SOCKET_RELEASE_MIN_MS 50u
+
+enum { SM_SOCKET_BG_NONE, SM_SOCKET_BG_RUNNING, SM_SOCKET_BG_FAILED };
+static int sm_socket_bg_state;
+
+static void *sm_socket_bg_main(void *unused)
+{
+    (void)unused;
+    for (;;) {
+        __atomic_store_n(&sm_release_pending, 0, __ATOMIC_SEQ_CST);
+        sm_release_t r = sm_release_request(sm_os_now_ms(), SM_RELEASE_DECAYED);
+        SM_NEXT_FN(release)(&r);
+        sm_os_sleep_ms(SM_SOCKET_RELEASE_MIN_MS);
+        uint64_t now = sm_os_now_ms();
+        if (r.next_ms != UINT64_MAX && r.next_ms <= now)
+            continue;
+        /* Sleep until the next due time, or until a note (the sleeper flag and the note's
+         * exchange, both sequentially consistent, make sure one of the two sides sees the other). */
+        __atomic_store_n(&sm_release_sleeper, 1, __ATOMIC_SEQ_CST);
+        if (!__atomic_load_n(&sm_release_pending, __ATOMIC_SEQ_CST))
+            sm_os_wait_while(&sm_release_pending, 0, r.next_ms == UINT64_MAX ? UINT64_MAX : r.next_ms - now);
+        __atomic_store_n(&sm_release_sleeper, 0, __ATOMIC_SEQ_CST);
+    }
+    return NULL;
+}
+
+SM_SLOWPATH void sm_socket_bg_start(void)
+{
+    int none = SM_SOCKET_BG_NONE;
+    if (!__atomic_compare_exchange_n(&sm_socket_bg_state, &none, SM_SOCKET_BG_RUNNING, false, __ATOMIC_ACQ_REL,
+                                     __ATOMIC_RELAXED))
+        return;
+    sm_release_wake = sm_os_wake;
+    sigset_t all, old;
+    sigfillset(&all);
+    pthread_sigmask(SIG_SETMASK, &all, &old); /* the thread inherits it: no signal is ever its */
+    pthread_attr_t attr;
+    pthread_t t;
+    int rc = pthread_attr_init(&attr);
+    if (rc == 0) {
+        pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+        pthread_attr_setstacksize(&attr, (size_t)128 << 10);
+        rc = pthread_create(&t, &attr, sm_socket_bg_main, NULL);
+        pthread_attr_destroy(&attr);
+    }
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    if (rc != 0) /* no thread (a sandbox, a thread limit): memory still goes back on requests */
+        __atomic_store_n(&sm_socket_bg_state, SM_SOCKET_BG_FAILED, __ATOMIC_RELEASE);
+    else
+        pthread_setname_np(t, "sunmao-release");
+}
+
+/* After a whole-stack request, with no lock held: start the clock once something is pending. */
+SM_INLINE void sm_socket_bg_check(void)
+{
+    if (SM_SOCKET_BACKGROUND && sm_unlikely(__atomic_load_n(&sm_release_pending, __ATOMIC_RELAXED)) &&
+        __atomic_load_n(&sm_socket_bg_state, __ATOMIC_RELAXED) == SM_SOCKET_BG_NONE)
+        sm_socket_bg_start();
+}
+
 static void sm_socket_fork_prepare(void) { SM_NEXT_FN(fork_prepare)(); }
 static void sm_socket_fork_parent(void) { SM_NEXT_FN(fork_parent)(); }
-static void sm_socket_fork_child(void) { SM_NEXT_FN(fork_child)(); }
+static void sm_socket_fork_child(void)
+{
+    SM_NEXT_FN(fork_child)();
+    /* The clock's thread is not copied: the child starts its own when it needs one. */
+    if (__atomic_load_n(&sm_socket_bg_state, __ATOMIC_RELAXED) == SM_SOCKET_BG_RUNNING)
+        __atomic_store_n(&sm_socket_bg_state, SM_SOCKET_BG_NONE, __ATOMIC_RELAXED);
+    __atomic_store_n(&sm_release_sleeper, 0, __ATOMIC_RELAXED);
+}
 
 SM_SLOWPATH bool sm_socket_init_slow(void)
 {
@@ -145,6 +231,7 @@ SM_INLINE void *sm_socket_alloc_stack(size_t size, size_t align, unsigned flags)
 #endif
     sm_mctx_t c = sm_mctx_alloc(size ? size : 1, align, flags);
     void *p = SM_NEXT_FN(alloc)(&c);
+    sm_socket_bg_check();
     if (sm_unlikely(!p)) {
         errno = ENOMEM;
         return NULL;
@@ -158,6 +245,7 @@ SM_INLINE void sm_socket_free_stack(void *ptr, size_t size, unsigned flags)
 {
     sm_mctx_t c = sm_mctx_block(ptr, size, flags);
     SM_NEXT_FN(free)(&c);
+    sm_socket_bg_check();
 }
 
 #ifndef SM_SOCKET_HIT_PATH
@@ -333,6 +421,18 @@ SM_EXPORT void *SM_API(pvalloc)(size_t size)
 }
 
 SM_EXPORT size_t SM_API(malloc_usable_size)(void *ptr) { return ptr ? sm_socket_usable(ptr, "malloc_usable_size") : 0; }
+
+/* glibc's: give back every page the allocator holds free, now (all layers; the calling thread's own
+ * cache too). 1 if some memory was given back, else 0. The pad is not needed: nothing is kept. */
+SM_EXPORT int SM_API(malloc_trim)(size_t pad)
+{
+    (void)pad;
+    if (!sm_socket_ready())
+        return 0;
+    sm_release_t r = sm_release_request(sm_os_now_ms(), SM_RELEASE_ALL);
+    SM_NEXT_FN(release)(&r);
+    return r.released != 0;
+}
 
 /* C23: the caller promises the size (and alignment) it allocated with; layers may use it. */
 SM_EXPORT void SM_API(free_sized)(void *ptr, size_t size) { sm_socket_free(ptr, size, SM_F_SIZED); }

@@ -10,10 +10,9 @@
  * Parameters: SM_LAYER, SM_NEXT. Slots: sync (required: one lock over the cache; only large blocks
  * ever take it), err (required: double frees of cached blocks).
  * @check: <sunmao/policies/err/warn.h> SM_LAYER=m SM_ERR=warn <sunmao/os/mmap_heap.h> SM_LAYER=t SM_NEXT=m <sunmao/policies/sync/mutex.h> SM_SYNC=mutex SM_ERR=warn
- * The next layer must provide, beyond the contract, bool N_purge(sm_mctx_t *c): give back the pages
- * of its live block c->ptr (c->size bytes) and keep it mapped; with SM_F_ZERO in c->flags they must
- * read as zero afterwards, else they may be reclaimed lazily. (Layers may not call the OS, so the
- * purge is asked of the layer that owns the mapping; mmap_heap provides it.)
+ Idle blocks are purged with the next layer's L_purge (core/release.h; layers may not call the OS,
+ * so the purge is asked of the layer that owns the mapping); L_release purges and returns what is
+ * due (SM_RELEASE_DECAYED) or hands every cached block back (SM_RELEASE_ALL, malloc_trim).
  * Options:
  *   SM_OPT_MIN_CACHED   smallest block kept, in bytes (default 64 KiB: smaller blocks belong to
  *                       the heap layers above, and a page-map node or descriptor is never freed)
@@ -55,10 +54,11 @@
  * The cache is a fixed array of slots in the instance's static object (no allocation): scanning
  * 64 slots under the lock is a few hundred nanoseconds, negligible next to the megabytes of a large
  * block, and it gives best fit, double-free detection and oldest-first eviction without an index.
- * There is no background thread: each free that reaches this layer and each large allocation reads
- * CLOCK_MONOTONIC_COARSE (vDSO, no system call) and compares it with the earliest deadline in the
- * cache (one load); only when a deadline has passed is the cache scanned. A program that stops
- * calling the allocator keeps its cached blocks until its next large request or free.
+ Each free that reaches this layer and each large allocation reads CLOCK_MONOTONIC_COARSE (vDSO,
+ * no system call) and compares it with the earliest deadline in the cache (one load); only when a
+ * deadline has passed is the cache scanned. Keeping a block notes it (sm_release_note), so a
+ * composition with a release clock (the socket's background thread) purges and returns it on time
+ * even when the program stops calling the allocator, or calls it only for small blocks.
  * System calls (purge, unmap, map) are never made under the lock: a block being purged stays in its
  * slot marked busy, so it is neither handed out nor freed twice meanwhile. */
 #include <time.h>
@@ -70,7 +70,7 @@
 #error "decay_cache: define SM_LAYER (this instance's name) before including"
 #endif
 #ifndef SM_NEXT
-#error "decay_cache: define SM_NEXT (the layer below, which must provide <next>_purge) before including"
+#error "decay_cache: define SM_NEXT (the layer below) before including"
 #endif
 #ifndef SM_SYNC
 #error "decay_cache: policy slot 'sync' is empty (SM_SYNC = none|spinlock|mutex)"
@@ -201,18 +201,23 @@ SM_SLOWPATH void SM_FN(give_back)(char *p, size_t size)
     SM_NEXT_FN(free)(&c);
 }
 
-/* Do what collect_due_locked and eviction found, without the lock. */
-SM_SLOWPATH void SM_FN(do_chores)(struct SM_FN(chores) *w)
+/* Do what collect_due_locked and eviction found, without the lock. Returns the bytes returned to
+ * the next layer or purged. */
+SM_SLOWPATH size_t SM_FN(do_chores)(struct SM_FN(chores) *w)
 {
-    for (unsigned i = 0; i < w->return_count; i++)
+    size_t bytes = 0;
+    for (unsigned i = 0; i < w->return_count; i++) {
         SM_FN(give_back)(w->give_back[i].ptr, w->give_back[i].size);
+        bytes += w->give_back[i].size;
+    }
     if (!w->purge_count)
-        return;
+        return bytes;
     bool purged[SM_OPT_MAX_BLOCKS];
     for (unsigned i = 0; i < w->purge_count; i++) {
         /* Busy slots keep ptr and size: only their purger changes them. */
         sm_mctx_t c = sm_mctx_block(w->purge[i]->ptr, w->purge[i]->size, SM_OPT_PURGE_LAZY ? 0 : SM_F_ZERO);
         purged[i] = SM_NEXT_FN(purge)(&c);
+        bytes += purged[i] ? w->purge[i]->size : 0;
     }
     SM_SYNC_FN(lock)(&SM_FN(obj).lock);
     for (unsigned i = 0; i < w->purge_count; i++)
@@ -227,6 +232,7 @@ SM_SLOWPATH void SM_FN(do_chores)(struct SM_FN(chores) *w)
     }
     __atomic_store_n(&SM_FN(obj).next_deadline, next, __ATOMIC_RELAXED);
     SM_SYNC_FN(unlock)(&SM_FN(obj).lock);
+    return bytes;
 }
 
 /* Cheap check on the slow paths: one load, and the vDSO clock when something is cached. */
@@ -235,14 +241,14 @@ SM_INLINE bool SM_FN(due)(uint64_t now)
     return now >= __atomic_load_n(&SM_FN(obj).next_deadline, __ATOMIC_RELAXED);
 }
 
-SM_SLOWPATH void SM_FN(decay)(uint64_t now)
+SM_SLOWPATH size_t SM_FN(decay)(uint64_t now)
 {
     struct SM_FN(chores) w;
     w.purge_count = w.return_count = 0;
     SM_SYNC_FN(lock)(&SM_FN(obj).lock);
     SM_FN(collect_due_locked)(now, &w);
     SM_SYNC_FN(unlock)(&SM_FN(obj).lock);
-    SM_FN(do_chores)(&w);
+    return SM_FN(do_chores)(&w);
 }
 
 SM_SLOWPATH bool SM_FN(keep)(sm_mctx_t *c, size_t size);
@@ -324,12 +330,12 @@ SM_SLOWPATH bool SM_FN(take)(sm_mctx_t *c)
     return true;
 }
 
-/* Give every cached block that is not busy back to the next layer; false if there was none.
- * Called when the next layer is out of memory; also for malloc_trim-like requests and tests. */
-SM_SLOWPATH bool SM_FN(flush)(void)
+/* Give every cached block that is not busy back to the next layer; returns their bytes (0: there was
+ * none). Called when the next layer is out of memory, for malloc_trim, and by tests. */
+SM_SLOWPATH size_t SM_FN(flush)(void)
 {
     if (!__atomic_load_n(&SM_FN(obj).blocks, __ATOMIC_RELAXED))
-        return false;
+        return 0;
     struct SM_FN(chores) w;
     w.purge_count = w.return_count = 0;
     SM_SYNC_FN(lock)(&SM_FN(obj).lock);
@@ -339,8 +345,7 @@ SM_SLOWPATH bool SM_FN(flush)(void)
             SM_FN(evict_locked)(s, &w);
     }
     SM_SYNC_FN(unlock)(&SM_FN(obj).lock);
-    SM_FN(do_chores)(&w);
-    return w.return_count != 0;
+    return SM_FN(do_chores)(&w);
 }
 
 SM_INLINE void *SM_FN(alloc)(sm_mctx_t *c)
@@ -403,6 +408,8 @@ SM_SLOWPATH bool SM_FN(keep)(sm_mctx_t *c, size_t size)
             SM_FN(collect_due_locked)(now, &w);
     }
     SM_SYNC_FN(unlock)(&SM_FN(obj).lock);
+    if (kept)
+        sm_release_note(); /* outside the lock: the first note after an idle period wakes the clock */
     SM_FN(do_chores)(&w);
     if (twice) {
         SM_ERR_FN(raise)(SM_ERR_DOUBLE_FREE, SM_LAYER_NAME, c->ptr, "block already freed (held in the decay cache)");
@@ -457,6 +464,20 @@ SM_INLINE bool SM_FN(getmeta)(sm_mctx_t *c)
 }
 
 SM_INLINE bool SM_FN(resize)(sm_mctx_t *c, size_t n) { return SM_NEXT_FN(resize)(c, n); }
+
+/* Live blocks belong to the layers above: their purges go to the layer that mapped them. */
+SM_INLINE bool SM_FN(purge)(sm_mctx_t *c) { return SM_NEXT_FN(purge)(c); }
+
+SM_SLOWPATH SM_UNUSED void SM_FN(release)(sm_release_t *r)
+{
+    if (r->how == SM_RELEASE_ALL)
+        r->released += SM_FN(flush)();
+    else if (SM_FN(due)(r->now_ms))
+        r->released += SM_FN(decay)(r->now_ms);
+    sm_release_due(r, __atomic_load_n(&SM_FN(obj).next_deadline, __ATOMIC_RELAXED));
+    SM_NEXT_FN(release)(r);
+}
+
 SM_INLINE void SM_FN(thread_exit)(void) { SM_NEXT_FN(thread_exit)(); }
 
 SM_INLINE void SM_FN(fork_prepare)(void)

@@ -276,7 +276,7 @@ SM_INLINE bool SM_FN(is_static)(const struct SM_FN(cache) *cache)
 SM_INLINE unsigned SM_FN(batch_of)(unsigned cls) { return SM_FN(obj).batch[cls]; }
 
 /* The one place objects go back to the next layer (so its free_batch is inlined once). */
-SM_SLOWPATH void SM_FN(release)(void **blocks, unsigned n)
+SM_SLOWPATH void SM_FN(give_blocks)(void **blocks, unsigned n)
 {
     if (n)
         SM_NEXT_FN(free_batch)(blocks, n);
@@ -291,7 +291,7 @@ SM_INLINE void SM_FN(sink_put)(struct SM_FN(sink) *sink, void *p)
 {
     sink->blocks[sink->n++] = p;
     if (sink->n == SM_FN(batch_max)) {
-        SM_FN(release)(sink->blocks, sink->n);
+        SM_FN(give_blocks)(sink->blocks, sink->n);
         sink->n = 0;
     }
 }
@@ -335,7 +335,7 @@ SM_SLOWPATH void SM_FN(gc)(struct SM_FN(cache) *cache, unsigned keep_cls, bool p
         cache->gc_low[cls] = (uint16_t)l->count;
         cache->gc_count[cls] = (uint16_t)l->count;
     }
-    SM_FN(release)(sink.blocks, sink.n);
+    SM_FN(give_blocks)(sink.blocks, sink.n);
     cache->events = 0;
 }
 
@@ -362,7 +362,7 @@ SM_SLOWPATH void SM_FN(idle_scan)(struct SM_FN(cache) *cache)
         l->low = (uint16_t)count;
         cache->gc_count[cls] = (uint16_t)count;
     }
-    SM_FN(release)(sink.blocks, sink.n);
+    SM_FN(give_blocks)(sink.blocks, sink.n);
 }
 
 /* Raises list cls's limit toward `want`, as far as the budget allows after a GC under pressure. */
@@ -575,7 +575,7 @@ SM_SLOWPATH bool SM_FN(overflow)(void *p, size_t size, unsigned flags)
         struct SM_FN(sink) sink;
         sink.n = 0;
         SM_FN(drain)(l, l->count < batch ? l->count : batch, &sink);
-        SM_FN(release)(sink.blocks, sink.n);
+        SM_FN(give_blocks)(sink.blocks, sink.n);
         if (l->low > l->count)
             l->low = (uint16_t)l->count;
     }
@@ -731,7 +731,7 @@ SM_SLOWPATH void *SM_FN(refill_aligned)(size_t size, size_t align)
         if (l->count < l->limit) {
             SM_FN(list_push)(cache, l, p);
         } else {
-            SM_FN(release)(&p, 1);
+            SM_FN(give_blocks)(&p, 1);
         }
         return NULL;
     }
@@ -797,7 +797,30 @@ SM_SLOWPATH void SM_FN(cache_destroy)(void)
     for (unsigned cls = 0; cls < SM_FN(class_count); cls++)
         SM_FN(drain)(&cache->list[cls], cache->list[cls].count, &sink);
     SM_FN(sink_put)(&sink, cache);
-    SM_FN(release)(sink.blocks, sink.n);
+    SM_FN(give_blocks)(sink.blocks, sink.n);
+}
+
+SM_INLINE bool SM_FN(purge)(sm_mctx_t *c) { return SM_NEXT_FN(purge)(c); }
+
+/* A release of everything (malloc_trim) empties the calling thread's own lists; other threads' caches
+ * are theirs alone (no lock guards them): they shrink through their GC, and go back whole when their
+ * thread exits. */
+SM_SLOWPATH SM_UNUSED void SM_FN(release)(sm_release_t *r)
+{
+    struct SM_FN(cache) *cache = SM_FN(tls);
+    if (r->how == SM_RELEASE_ALL && !SM_FN(is_static)(cache)) {
+        struct SM_FN(sink) sink;
+        sink.n = 0;
+        for (unsigned cls = 0; cls < SM_FN(class_count); cls++) {
+            struct SM_FN(list) *l = &cache->list[cls];
+            r->released += (size_t)l->count * SM_FN(obj).class_bytes[cls];
+            SM_FN(drain)(l, l->count, &sink);
+            l->low = 0;
+            cache->gc_low[cls] = cache->gc_count[cls] = 0;
+        }
+        SM_FN(give_blocks)(sink.blocks, sink.n);
+    }
+    SM_NEXT_FN(release)(r);
 }
 
 SM_INLINE void SM_FN(thread_exit)(void)

@@ -184,7 +184,7 @@ SM_SLOWPATH bool SM_FN(grow)(void)
 }
 
 /* Returns an entirely free chunk (not on any free list) and its descriptor. Caller holds the lock. */
-SM_SLOWPATH void SM_FN(release)(struct SM_FN(chunk) *ch)
+SM_SLOWPATH void SM_FN(release_chunk)(struct SM_FN(chunk) *ch)
 {
     sm_pagemap2_set(SM_FN(obj).map, SM_FN(max_order), ch->base, SM_OPT_CHUNK_SIZE, 0, SM_FN(map_node_alloc));
     if (ch->prev)
@@ -293,7 +293,7 @@ SM_INLINE void SM_FN(free)(sm_mctx_t *c)
         off &= ~((size_t)1 << k);
     }
     if (k == SM_FN(max_order) && (!(SM_OPT_KEEP_SPARE) || (SM_FN(obj).nonempty & SM_BUDDY_BIT(k)))) {
-        SM_FN(release)(ch); /* no spare wanted, or another free chunk is already the spare */
+        SM_FN(release_chunk)(ch); /* no spare wanted, or another free chunk is already the spare */
     } else {
         ch->state[off >> SM_FN(min_order)] = (uint8_t)(SM_BUDDY_FREE | k);
         SM_FN(push)(k, ch, off);
@@ -348,6 +348,29 @@ SM_INLINE bool SM_FN(resize)(sm_mctx_t *c, size_t n)
         ch->state[i] = (uint8_t)(SM_BUDDY_USED | want);
     SM_SYNC_FN(unlock)(&SM_FN(obj).lock);
     return ok;
+}
+
+SM_INLINE bool SM_FN(purge)(sm_mctx_t *c) { return SM_NEXT_FN(purge)(c); }
+
+/* The spare chunk (SM_OPT_KEEP_SPARE) is there to be reused at once: only a release of everything
+ * (malloc_trim) hands it back. */
+SM_SLOWPATH SM_UNUSED void SM_FN(release)(sm_release_t *r)
+{
+    if (SM_OPT_KEEP_SPARE && r->how == SM_RELEASE_ALL) {
+        SM_SYNC_FN(lock)(&SM_FN(obj).lock);
+        for (;;) { /* free chunks are the only blocks of the largest order */
+            struct SM_FN(link) *f = SM_FN(obj).free[SM_FN(max_order) - SM_FN(min_order)];
+            if (!f)
+                break;
+            struct SM_FN(chunk) *ch = SM_FN(chunk_of)(f->block);
+            SM_FN(unlink)(SM_FN(max_order), ch, 0);
+            ch->state[0] = 0;
+            SM_FN(release_chunk)(ch);
+            r->released += SM_OPT_CHUNK_SIZE;
+        }
+        SM_SYNC_FN(unlock)(&SM_FN(obj).lock);
+    }
+    SM_NEXT_FN(release)(r);
 }
 
 SM_INLINE void SM_FN(thread_exit)(void) { SM_NEXT_FN(thread_exit)(); }

@@ -856,6 +856,33 @@ SM_INLINE bool SM_FN(resize)(sm_mctx_t *c, size_t n)
     return n <= SM_SIZECLASS_FN(class_to_size)(cls) && SM_FN(object_index)(g, w, c->ptr) < g->nobjs;
 }
 
+SM_INLINE bool SM_FN(purge)(sm_mctx_t *c) { return SM_NEXT_FN(purge)(c); }
+
+/* Kept empty slabs are few (SM_OPT_EMPTY_MAX) and are there to be reused at once: only a release of
+ * everything (malloc_trim) hands them back. */
+SM_SLOWPATH SM_UNUSED void SM_FN(release)(sm_release_t *r)
+{
+    if (r->how == SM_RELEASE_ALL && __atomic_load_n(&SM_FN(obj).empty_count, __ATOMIC_RELAXED)) {
+        for (unsigned i = 0; i < SM_FN(shards) * SM_FN(class_count); i++) {
+            struct SM_FN(class) *k = &SM_FN(obj).cls[i];
+            if (!__atomic_load_n(&k->empty, __ATOMIC_RELAXED))
+                continue;
+            SM_SYNC_FN(lock)(&k->lock);
+            struct SM_FN(slab) *s = k->empty;
+            if (s) {
+                SM_FN(unkeep_empty)(k);
+                SM_FN(retire)(k, s);
+            }
+            SM_SYNC_FN(unlock)(&k->lock);
+            if (s) {
+                r->released += s->bytes;
+                SM_FN(slab_release)(s);
+            }
+        }
+    }
+    SM_NEXT_FN(release)(r);
+}
+
 SM_INLINE void SM_FN(thread_exit)(void) { SM_NEXT_FN(thread_exit)(); }
 
 SM_INLINE void SM_FN(fork_prepare)(void)

@@ -7,6 +7,11 @@
  * The composition includes the policy headers it names. Options:
  *   SM_OPT_SL_BITS      second-level subdivisions per power of two, as log2 (default 5, 2..6)
  *   SM_OPT_REGION_SIZE  bytes asked of SM_NEXT at a time (default 1 MiB; more for big requests)
+ *   SM_OPT_DECAY_MS     free memory idle this long is given back by L_release (default 1000): the
+ *                       pages inside large free blocks are purged (next layer's L_purge), an empty
+ *                       span kept for reuse goes back to the next layer
+ *   SM_OPT_PURGE_MIN    smallest run of whole pages inside a free block worth a purge (default
+ *                       64 KiB: smaller free blocks are reused soon, and each purge is a system call)
  * Properties: thread_safe = that of the sync policy, min_align 16, zeroed 0.
  *   @check: SM_LAYER=t <sunmao/policies/sync/mutex.h> SM_SYNC=mutex <sunmao/policies/err/warn.h> SM_ERR=warn
  *   @check-next: fake
@@ -20,7 +25,15 @@
  * next block finds it (PREV_FREE tells it the word is valid). Invariants: no two free blocks are
  * adjacent; every free block is in the list of its (fl, sl) class and the bitmaps say which lists
  * are non-empty. Every chunk's pages map to their span in a page map (bit 0: first page of a
- * chunk), which is how free/getmeta/resize tell our blocks from the next layer's. */
+ * chunk), which is how free/getmeta/resize tell our blocks from the next layer's.
+ *
+ * Giving memory back (L_release). A free block large enough to hold PURGE_MIN of whole pages is
+ * stamped by the first release pass that sees it (frees never read a clock; the free notes the
+ * release clock instead) and purged by the first pass after the decay time: taken off its list
+ * under the lock (BUSY: neither free nor live, so a bad free of it is still reported), purged
+ * outside it, freed back and marked PURGED so later passes skip it until it is allocated from or
+ * merged. The pages of its header, links and tail word stay. An empty span that free kept for reuse
+ * goes back to the next layer the same way, one decay after it emptied. */
 #include <string.h>
 #include "../../core/layer.h"
 #include "../../core/bits.h"
@@ -48,12 +61,22 @@
 #ifndef SM_OPT_REGION_SIZE
 #define SM_OPT_REGION_SIZE ((size_t)1 << 20)
 #endif
+#ifndef SM_OPT_DECAY_MS
+#define SM_OPT_DECAY_MS 1000
+#endif
+#ifndef SM_OPT_PURGE_MIN
+#define SM_OPT_PURGE_MIN ((size_t)64 << 10)
+#endif
+_Static_assert((SM_OPT_DECAY_MS) >= 1, "tlsf_glk: SM_OPT_DECAY_MS must be at least 1 ms");
+_Static_assert((SM_OPT_PURGE_MIN) >= 4096, "tlsf_glk: SM_OPT_PURGE_MIN must be at least one page");
 _Static_assert(SM_OPT_SL_BITS >= 2 && SM_OPT_SL_BITS <= 6, "tlsf_glk: SM_OPT_SL_BITS must be 2..6");
 _Static_assert((SM_OPT_REGION_SIZE) >= 4096 && (SM_OPT_REGION_SIZE) % 4096 == 0,
                "tlsf_glk: SM_OPT_REGION_SIZE must be a non-zero multiple of 4096");
 
 #define SM_TLSF_FREE       ((size_t)1)
 #define SM_TLSF_PREV_FREE  ((size_t)2)
+#define SM_TLSF_PURGED     ((size_t)4)  /* free block whose inner pages were purged */
+#define SM_TLSF_BUSY       ((size_t)8)  /* taken by a release pass for its purge */
 #define SM_TLSF_FLAGS      ((size_t)15)
 #define SM_TLSF_HDR        ((size_t)8)  /* header word in front of every payload */
 #define SM_TLSF_MIN_BLOCK  ((size_t)32) /* header + two links + self pointer of a free block */
@@ -71,8 +94,9 @@ _Static_assert((SM_OPT_REGION_SIZE) >= 4096 && (SM_OPT_REGION_SIZE) % 4096 == 0,
 #define SM_TLSF_FIRST_OFFSET (sm_align_up(sizeof(struct SM_FN(span)) + SM_TLSF_HDR, 16) - SM_TLSF_HDR)
 
 struct SM_FN(block) {
-    size_t head;                                  /* size | FREE | PREV_FREE; size 0 = sentinel */
+    size_t head;                                  /* size | flags; size 0 = sentinel */
     struct SM_FN(block) *next_free, *prev_free;   /* valid only while FREE */
+    uint64_t stamp; /* free blocks >= purge_block only: when a release pass first saw it, 0 = not yet */
 };
 
 struct SM_FN(span) {
@@ -92,6 +116,8 @@ static struct {
 } SM_FN(obj) = { .lock = SM_SYNC_INIT };
 
 enum {
+    /* The smallest free block that can hold PURGE_MIN of whole pages after its header and links. */
+    SM_FN(purge_block) = (SM_OPT_PURGE_MIN) + 2 * SM_TLSF_PAGE,
     SM_FN(thread_safe) = SM_SYNC_FN(thread_safe),
     SM_FN(min_align) = 16,
     SM_FN(zeroed) = 0,
@@ -206,7 +232,7 @@ SM_INLINE struct SM_FN(block) *SM_FN(find_free)(size_t size)
 /* Free block b (its header says used, with its true size) and merge it with free neighbours.
  * Returns the merged block, which is in its list. The FREE bit is set in b's own header first,
  * so that a second free of b is still recognised after b was absorbed by its predecessor. */
-static inline struct SM_FN(block) *SM_FN(release)(struct SM_FN(block) *b)
+static inline struct SM_FN(block) *SM_FN(release_block)(struct SM_FN(block) *b)
 {
     b->head |= SM_TLSF_FREE;
     size_t size = SM_FN(bsize)(b);
@@ -222,6 +248,8 @@ static inline struct SM_FN(block) *SM_FN(release)(struct SM_FN(block) *b)
         b = prev;
     }
     b->head = size | SM_TLSF_FREE; /* its predecessor is in use: free blocks are never adjacent */
+    if (size >= SM_FN(purge_block))
+        b->stamp = 0;
     SM_FN(set_self_tail)(b);
     SM_FN(set_prev_free)(SM_FN(bnext)(b), true);
     SM_FN(list_insert)(b);
@@ -237,7 +265,7 @@ static inline void SM_FN(trim)(struct SM_FN(block) *b, size_t size)
     b->head = size | (b->head & SM_TLSF_PREV_FREE);
     struct SM_FN(block) *rest = SM_FN(bnext)(b);
     rest->head = have - size;
-    SM_FN(release)(rest);
+    SM_FN(release_block)(rest);
 }
 
 /* Hand out free block b (in its list) with at least `size` bytes at an `align`-aligned payload. */
@@ -257,7 +285,7 @@ SM_INLINE void *SM_FN(carve)(struct SM_FN(block) *b, size_t size, size_t align)
         b = (struct SM_FN(block) *)((char *)b + gap);
         b->head = (total - gap) | SM_TLSF_PREV_FREE;
     } else {
-        b->head &= ~SM_TLSF_FREE;
+        b->head &= ~(SM_TLSF_FREE | SM_TLSF_PURGED);
     }
     SM_FN(set_prev_free)(SM_FN(bnext)(b), false);
     SM_FN(trim)(b, size);
@@ -331,7 +359,7 @@ SM_SLOWPATH bool SM_FN(grow)(size_t need)
     }
     ((struct SM_FN(block) *)SM_FN(sentinel)(span))->head = 0;
     SM_FN(obj).chunk_count++;
-    SM_FN(release)(b);
+    SM_FN(release_block)(b);
     return true;
 }
 
@@ -381,7 +409,7 @@ static inline struct SM_FN(block) *SM_FN(live_block)(struct SM_FN(span) *s, void
         *why = "no valid block header before the pointer (interior pointer or overwritten header)";
         return NULL;
     }
-    if (b->head & SM_TLSF_FREE) {
+    if (b->head & (SM_TLSF_FREE | SM_TLSF_BUSY)) {
         *kind = SM_ERR_DOUBLE_FREE;
         *why = "block is already free";
         return NULL;
@@ -483,13 +511,18 @@ SM_INLINE void SM_FN(free)(sm_mctx_t *c)
         SM_ERR_FN(raise)(kind, SM_LAYER_NAME, c->ptr, why);
         return;
     }
-    b = SM_FN(release)(b);
+    b = SM_FN(release_block)(b);
     /* Keep one span even when empty, so a program that frees everything and starts again does
-     * not pay for a round trip to the next layer. */
+     * not pay for a round trip to the next layer (until it has been empty for the decay time). */
+    bool note = SM_FN(bsize)(b) >= SM_FN(purge_block);
     if (sm_unlikely(b == SM_FN(first_block)(span) && SM_FN(bsize)(SM_FN(bnext)(b)) == 0) &&
-        SM_FN(obj).span_count > 1)
+        SM_FN(obj).span_count > 1) {
         SM_FN(return_span)(span, b);
+        note = false;
+    }
     SM_SYNC_FN(unlock)(&SM_FN(obj).lock);
+    if (note)
+        sm_release_note();
 }
 
 SM_INLINE bool SM_FN(getmeta)(sm_mctx_t *c)
@@ -511,7 +544,7 @@ SM_INLINE bool SM_FN(getmeta)(sm_mctx_t *c)
     if (!sm_ptr_aligned(c->ptr, 16) || at < (char *)SM_FN(first_block)(span))
         return false;
     size_t head = __atomic_load_n(&((struct SM_FN(block) *)at)->head, __ATOMIC_RELAXED);
-    if ((head & SM_TLSF_FREE) || (head & ~SM_TLSF_FLAGS) < SM_TLSF_MIN_BLOCK)
+    if ((head & (SM_TLSF_FREE | SM_TLSF_BUSY)) || (head & ~SM_TLSF_FLAGS) < SM_TLSF_MIN_BLOCK)
         return false;
     c->usable = (head & ~SM_TLSF_FLAGS) - SM_TLSF_HDR;
     c->owner = SM_LAYER_NAME;
@@ -553,6 +586,81 @@ SM_INLINE bool SM_FN(resize)(sm_mctx_t *c, size_t n)
     }
     SM_SYNC_FN(unlock)(&SM_FN(obj).lock);
     return done;
+}
+
+SM_INLINE bool SM_FN(purge)(sm_mctx_t *c) { return SM_NEXT_FN(purge)(c); }
+
+/* One release pass (see "Giving memory back"): stamp what is new, return a kept empty span and take
+ * the free blocks that are due, under the lock; purge the taken blocks without it; free them back. */
+SM_SLOWPATH SM_UNUSED void SM_FN(release)(sm_release_t *r)
+{
+    enum { max_taken = 64, max_visits = 4096 };
+    struct SM_FN(block) *taken[max_taken];
+    unsigned ntaken = 0, visits = 0;
+    const bool all = r->how == SM_RELEASE_ALL;
+    const uint64_t now = r->now_ms, decay = SM_OPT_DECAY_MS;
+    unsigned fl0, sl0;
+    SM_FN(mapping)(SM_FN(purge_block), &fl0, &sl0);
+    SM_SYNC_FN(lock)(&SM_FN(obj).lock);
+    /* Largest first: if the bounds stop the pass, the pages it leaves are the fewest. */
+    for (unsigned fl = SM_TLSF_FL_COUNT; fl-- > fl0 && ntaken < max_taken && visits < max_visits;) {
+        if (!(SM_FN(obj).fl_map & ((uint64_t)1 << fl)))
+            continue;
+        for (unsigned sl = 0; sl < SM_TLSF_SL_COUNT && ntaken < max_taken && visits < max_visits; sl++) {
+            struct SM_FN(block) *b = SM_FN(obj).heads[fl][sl], *next;
+            for (; b && ntaken < max_taken && visits < max_visits; b = next, visits++) {
+                next = b->next_free;
+                size_t size = SM_FN(bsize)(b);
+                if (size < SM_FN(purge_block) || ((b->head & SM_TLSF_PURGED) && !all))
+                    continue;
+                if (!all && (!b->stamp || b->stamp + decay > now)) {
+                    if (!b->stamp)
+                        b->stamp = now ? now : 1;
+                    sm_release_due(r, b->stamp + decay);
+                    continue;
+                }
+                struct SM_FN(span) *span = SM_FN(span_of)(sm_pagemap_get(&SM_FN(obj).map, SM_TLSF_PAGE_SHIFT, b));
+                if (b == SM_FN(first_block)(span) && SM_FN(bsize)(SM_FN(bnext)(b)) == 0) {
+                    r->released += span->bytes;
+                    SM_FN(return_span)(span, b); /* empty: the whole span goes back */
+                    continue;
+                }
+                if (b->head & SM_TLSF_PURGED)
+                    continue; /* a release of everything: already purged */
+                SM_FN(list_remove)(b);
+                b->head = size | SM_TLSF_BUSY;
+                SM_FN(set_prev_free)(SM_FN(bnext)(b), false);
+                taken[ntaken++] = b;
+            }
+        }
+    }
+    SM_SYNC_FN(unlock)(&SM_FN(obj).lock);
+    if (ntaken == max_taken || visits == max_visits)
+        sm_release_due(r, now + 1); /* more to look at: the next pass comes at once */
+    bool purged[max_taken];
+    for (unsigned i = 0; i < ntaken; i++) {
+        char *b = (char *)taken[i], *end = b + SM_FN(bsize)(taken[i]);
+        char *from = (char *)sm_align_up((uintptr_t)(b + sizeof(struct SM_FN(block))), SM_TLSF_PAGE);
+        char *to = (char *)sm_align_down((uintptr_t)(end - SM_TLSF_HDR), SM_TLSF_PAGE);
+        sm_mctx_t c = sm_mctx_block(from, (size_t)(to - from), SM_F_ZERO);
+        purged[i] = SM_NEXT_FN(purge)(&c);
+        r->released += purged[i] ? (size_t)(to - from) : 0;
+    }
+    if (ntaken) {
+        SM_SYNC_FN(lock)(&SM_FN(obj).lock);
+        for (unsigned i = 0; i < ntaken; i++) {
+            struct SM_FN(block) *b = taken[i];
+            size_t size = SM_FN(bsize)(b);
+            b->head = size | (b->head & SM_TLSF_PREV_FREE); /* a neighbour may have been freed since */
+            struct SM_FN(block) *merged = SM_FN(release_block)(b);
+            if (merged == b && SM_FN(bsize)(b) == size && purged[i])
+                b->head |= SM_TLSF_PURGED;
+            else if (!all)
+                sm_release_due(r, now + decay); /* merged with dirty neighbours: stamped next pass */
+        }
+        SM_SYNC_FN(unlock)(&SM_FN(obj).lock);
+    }
+    SM_NEXT_FN(release)(r);
 }
 
 SM_INLINE void SM_FN(thread_exit)(void) { SM_NEXT_FN(thread_exit)(); }
@@ -653,6 +761,10 @@ static inline const char *SM_FN(check)(void)
 #undef SM_TLSF_PAGE
 #undef SM_TLSF_CHUNK_START
 #undef SM_TLSF_FIRST_OFFSET
+#undef SM_TLSF_PURGED
+#undef SM_TLSF_BUSY
 #undef SM_OPT_SL_BITS
 #undef SM_OPT_REGION_SIZE
+#undef SM_OPT_DECAY_MS
+#undef SM_OPT_PURGE_MIN
 #include "../../core/layer_end.h"

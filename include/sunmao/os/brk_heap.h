@@ -313,8 +313,23 @@ SM_INLINE bool SM_FN(purge)(sm_mctx_t *c)
     return sm_os_purge(c->ptr, bytes, !(c->flags & SM_F_ZERO)) == 0;
 }
 
-/* Freed blocks wait on the free list for the next request; the top of the heap is trimmed on free. */
-SM_INLINE void SM_FN(release)(sm_release_t *r) { (void)r; }
+/* Freed blocks wait on the free list for the next request (the top of the heap is trimmed on free);
+ * a release pass drops the pages of the large ones, all but the first, which holds the list link.
+ * The blocks are the spans and regions layers above gave back, already after their own decay or
+ * when emptied, so there is no second clock here; passes are rare (the release clock runs only
+ * while layers note memory to give back), and re-purging pages that are gone costs little. */
+SM_UNUSED static void SM_FN(release)(sm_release_t *r)
+{
+    size_t page = sm_os_page_size();
+    SM_SYNC_FN(lock)(&SM_FN(obj).lock);
+    for (struct SM_FN(free_block) *f = SM_FN(obj).free_list; f; f = f->next) {
+        if (f->size < ((size_t)64 << 10) || f->size < 2 * page)
+            continue;
+        if (sm_os_purge((char *)f + page, f->size - page, false) == 0)
+            r->released += f->size - page;
+    }
+    SM_SYNC_FN(unlock)(&SM_FN(obj).lock);
+}
 
 SM_INLINE void SM_FN(thread_exit)(void) {}
 SM_INLINE void SM_FN(fork_prepare)(void) { SM_SYNC_FN(lock)(&SM_FN(obj).lock); }

@@ -514,11 +514,10 @@ SM_INLINE void SM_FN(free)(sm_mctx_t *c)
     b = SM_FN(release_block)(b);
     /* Keep one span even when empty, so a program that frees everything and starts again does
      * not pay for a round trip to the next layer (until it has been empty for the decay time). */
-    bool note = SM_FN(bsize)(b) >= SM_FN(purge_block);
+    const bool note = SM_FN(bsize)(b) >= SM_FN(purge_block);
     if (sm_unlikely(b == SM_FN(first_block)(span) && SM_FN(bsize)(SM_FN(bnext)(b)) == 0) &&
         SM_FN(obj).span_count > 1) {
-        SM_FN(return_span)(span, b);
-        note = false;
+        SM_FN(return_span)(span, b); /* the next layer may have a clock of its own: note anyway */
     }
     SM_SYNC_FN(unlock)(&SM_FN(obj).lock);
     if (note)

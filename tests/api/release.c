@@ -1,0 +1,194 @@
+/* Memory goes back to the OS after a phase of frees, for small, medium and large blocks, even while
+ * the program is idle or only makes small requests: usage  release [wait_ms=1500]
+ *
+ * Each phase allocates and touches tens of MiB, frees it all, then waits (sleeping, or churning small
+ * blocks for the large phase: requests that never reach the layers holding the freed memory) and
+ * reads RSS from /proc/self/statm every 25 ms. A case passes when RSS comes back within
+ * 10% of the phase's growth for medium and large blocks, 35% for small ones (plus 4 MiB of slack for
+ * the machine's noise and the caches' bounded residue) before wait_ms; it reports how long that took.
+ * Small objects the freeing thread keeps in its own cache pin their slabs, and a slab pins its
+ * 4 MiB buddy chunk: libsunmao gives back about 70% of the small phase on its own, the rest on
+ * malloc_trim from that thread (docs/reliability.md). Then malloc_trim(0) must not raise RSS and
+ * must leave it at the phase's base or lower (within slack).
+ *
+ * Built plain (run it under LD_PRELOAD=lib<inst>.so), or with -DSM_TEST_PREFIX=sm_<inst>_ against
+ * libsm_<inst>.a. Cases: medium_returned, large_returned_during_small_churn, small_returned,
+ * malloc_trim_returns. */
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <sunmao/core/compiler.h>
+
+#include "tests/support/check.h"
+
+#ifdef SM_TEST_PREFIX
+#include <sunmao/sockets/custom_api.h>
+SM_CUSTOM_API_DECLARE(SM_TEST_PREFIX)
+#define ALLOC(name) SM_CAT(SM_TEST_PREFIX, name)
+#define PROGRAM     "release_linked"
+#else
+#include <malloc.h>
+#define ALLOC(name) name
+#define PROGRAM     "release"
+#endif
+
+#define MiB (1024.0 * 1024.0)
+static int wait_ms = 1500;
+static const double slack_mib = 4.0;
+
+static double rss_mib(void)
+{
+    long size = 0, resident = 0;
+    FILE *f = fopen("/proc/self/statm", "r");
+    if (!f)
+        return -1;
+    if (fscanf(f, "%ld %ld", &size, &resident) != 2)
+        resident = -1;
+    fclose(f);
+    return (double)resident * (double)sysconf(_SC_PAGESIZE) / MiB;
+}
+
+static double now_s(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + (double)t.tv_nsec / 1e9;
+}
+
+static uint64_t rnd(uint64_t *s)
+{
+    uint64_t x = *s;
+    x ^= x >> 12, x ^= x << 25, x ^= x >> 27;
+    *s = x;
+    return x * 0x2545f4914f6cdd1dull;
+}
+
+/* Small churn that must not keep the freed memory resident: a few hundred live blocks of 16-256 B. */
+static void *churn_live[256];
+static void churn_for(double seconds, uint64_t *seed, double *rss_at, double target, double *reached)
+{
+    double t0 = now_s(), next_read = t0;
+    while (now_s() - t0 < seconds) {
+        for (int i = 0; i < 1000; i++) {
+            unsigned j = (unsigned)(rnd(seed) % 256);
+            ALLOC(free)(churn_live[j]);
+            churn_live[j] = ALLOC(malloc)(16 + (size_t)(rnd(seed) % 241));
+            if (churn_live[j])
+                memset(churn_live[j], (int)j, 16);
+        }
+        if (now_s() >= next_read) {
+            *rss_at = rss_mib();
+            if (*reached < 0 && *rss_at <= target)
+                *reached = now_s() - t0;
+            next_read += 0.025;
+        }
+    }
+}
+
+/* Waits (sleeping, or churning small blocks) until RSS falls to `target` or wait_ms passes;
+ * returns the seconds it took, or -1. *last is the last reading. */
+static double wait_for_rss(double target, int churn, uint64_t *seed, double *last)
+{
+    double reached = -1;
+    if (churn) {
+        churn_for(wait_ms / 1000.0, seed, last, target, &reached);
+        return reached;
+    }
+    double t0 = now_s();
+    while (now_s() - t0 < wait_ms / 1000.0) {
+        *last = rss_mib();
+        if (*last <= target)
+            return now_s() - t0;
+        usleep(25 * 1000);
+    }
+    *last = rss_mib();
+    return *last <= target ? now_s() - t0 : -1;
+}
+
+/* One phase: n blocks of sizes from size_fn, every page touched, freed, then RSS watched. */
+static void phase(const char *what, size_t n, size_t (*size_fn)(uint64_t *), int churn, double keep)
+{
+    uint64_t seed = 0x9e3779b97f4a7c15ull ^ n;
+    char **blocks = ALLOC(calloc)(n, sizeof *blocks);
+    CHECK(blocks != NULL);
+    if (!blocks)
+        return;
+    double base = rss_mib();
+    for (size_t i = 0; i < n; i++) {
+        size_t sz = size_fn(&seed);
+        blocks[i] = ALLOC(malloc)(sz);
+        CHECKF(blocks[i] != NULL, "%s: malloc(%zu) failed", what, sz);
+        if (blocks[i])
+            memset(blocks[i], (int)(i & 0xff) | 1, sz);
+    }
+    double peak = rss_mib();
+    for (size_t i = 0; i < n; i++) {
+        if (blocks[i] && blocks[i][0] != (char)((i & 0xff) | 1))
+            CHECKF(0, "%s: block %zu overwritten", what, i);
+        ALLOC(free)(blocks[i]);
+    }
+    ALLOC(free)(blocks);
+    double after_free = rss_mib(), target = base + (peak - base) * keep + slack_mib, last = after_free;
+    double took = wait_for_rss(target, churn, &seed, &last);
+    printf("# %s: base %.1f MiB, peak %.1f, right after the frees %.1f, after waiting %.1f (target %.1f): %s\n",
+           what, base, peak, after_free, last, target, took >= 0 ? "reached" : "not reached");
+    if (took >= 0)
+        printf("# %s: back within %.0f ms\n", what, took * 1000);
+    CHECKF(peak - base > 20, "%s: the phase grew RSS by only %.1f MiB (nothing measured)", what, peak - base);
+    CHECKF(took >= 0, "%s: RSS %.1f MiB %d ms after freeing %.1f MiB (base %.1f, target %.1f)", what, last,
+           wait_ms, peak - base, base, target);
+}
+
+static size_t medium_size(uint64_t *s) { return 100000 + (size_t)(rnd(s) % 500000); }
+static size_t large_size(uint64_t *s) { (void)s; return (size_t)10 << 20; }
+static size_t small_size(uint64_t *s) { return 16 + (size_t)(rnd(s) % 497); }
+
+static void medium_returned(void) { phase("medium", 400, medium_size, 0, 0.10); }
+static void large_returned_during_small_churn(void) { phase("large", 10, large_size, 1, 0.10); }
+static void small_returned(void) { phase("small", 250000, small_size, 0, 0.35); }
+
+static void malloc_trim_returns(void)
+{
+    uint64_t seed = 7;
+    double base = rss_mib();
+    char *keep[64];
+    for (int i = 0; i < 64; i++) {
+        size_t n = medium_size(&seed);
+        keep[i] = ALLOC(malloc)(n);
+        CHECK(keep[i] != NULL);
+        if (keep[i])
+            memset(keep[i], 0x5a, n);
+    }
+    for (int i = 0; i < 64; i++)
+        ALLOC(free)(keep[i]);
+    double before = rss_mib();
+    ALLOC(malloc_trim)(0);
+    double after = rss_mib();
+    printf("# malloc_trim: base %.1f MiB, before %.1f, after %.1f\n", base, before, after);
+    CHECKF(after <= before + 0.5 && after <= base + slack_mib, "RSS %.1f MiB after malloc_trim (before %.1f, base %.1f)",
+           after, before, base);
+}
+
+int main(int argc, char **argv)
+{
+    check_begin(PROGRAM);
+    if (argc > 1)
+        wait_ms = atoi(argv[1]);
+    if (wait_ms < 1) {
+        fprintf(stderr, "usage: %s [wait_ms]\n", argv[0]);
+        return 2;
+    }
+    void *warm = ALLOC(malloc)(100);
+    ALLOC(free)(warm);
+    RUN_CASE(medium_returned);
+    RUN_CASE(large_returned_during_small_churn);
+    RUN_CASE(small_returned);
+    RUN_CASE(malloc_trim_returns);
+    for (int i = 0; i < 256; i++)
+        ALLOC(free)(churn_live[i]);
+    return check_failures_total ? 1 : 0;
+}

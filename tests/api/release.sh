@@ -1,0 +1,21 @@
+#!/usr/bin/env bash
+# Memory returned to the OS after phases of frees (tests/api/release.c), for every instance in
+# $INSTANCES: under LD_PRELOAD=lib<inst>.so (<inst>/preload/<case>) and built against libsm_<inst>.a
+# with the prefixed API (<inst>/linked/<case>). SM_RELEASE_WAIT_MS: how long RSS may take (1500).
+SM_NS=release
+. "$(dirname "$0")/driver_lib.bash"
+sm_require_instances
+
+bin="$SM_BUILD/tests/api/release"
+sm_need_bin "$bin" || exit 1
+wait_ms="${SM_RELEASE_WAIT_MS:-1500}"
+for inst in $INSTANCES; do
+    if sm_lib "$inst"; then
+        sm_run "$inst/preload" 120 "$SM_LIB" "$bin" "$wait_ms"
+    fi
+    linked="$SM_BUILD/tests/api/release_linked_$inst"
+    if sm_build_linked "$inst" tests/api/release.c "$linked"; then
+        sm_run "$inst/linked" 120 "" "$linked" "$wait_ms"
+    fi
+done
+exit "$SM_FAILED"

@@ -94,6 +94,21 @@ sm_build_linked() {
     rm -f "$log"
 }
 
+# sm_run_each_way INST TAG BIN SRC LIMIT ARGS...: BIN under LD_PRELOAD=lib<INST>.so, cases named
+# <INST>/preload<TAG>/<case>, then SRC built against libsm_<INST>.a, cases <INST>/linked<TAG>/<case>.
+sm_run_each_way() {
+    local inst="$1" tag="$2" bin="$3" src="$4" limit="$5"
+    shift 5
+    if sm_lib "$inst"; then
+        sm_run "$inst/preload$tag" "$limit" "$SM_LIB" "$bin" "$@"
+    fi
+    local linked
+    linked="$SM_BUILD/tests/linked/$(basename "$src" .c)_$inst"
+    if sm_build_linked "$inst" "$src" "$linked"; then
+        sm_run "$inst/linked$tag" "$limit" "" "$linked" "$@"
+    fi
+}
+
 sm_need_bin() { # PATH: a failed case when a test binary was not built
     if [ ! -x "$1" ]; then
         sm_fail "build/$(basename "$1")" "$1 missing (run make tests)"

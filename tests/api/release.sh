@@ -10,12 +10,6 @@ bin="$SM_BUILD/tests/api/release"
 sm_need_bin "$bin" || exit 1
 wait_ms="${SM_RELEASE_WAIT_MS:-1500}"
 for inst in $INSTANCES; do
-    if sm_lib "$inst"; then
-        sm_run "$inst/preload" 120 "$SM_LIB" "$bin" "$wait_ms"
-    fi
-    linked="$SM_BUILD/tests/api/release_linked_$inst"
-    if sm_build_linked "$inst" tests/api/release.c "$linked"; then
-        sm_run "$inst/linked" 120 "" "$linked" "$wait_ms"
-    fi
+    sm_run_each_way "$inst" "" "$bin" tests/api/release.c 120 "$wait_ms"
 done
 exit "$SM_FAILED"

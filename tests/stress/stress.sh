@@ -18,19 +18,7 @@ sm_need_bin "$bin" || exit 1
 sm_need_bin "$large_bin" || exit 1
 
 for inst in $INSTANCES; do
-    if sm_lib "$inst"; then
-        sm_run "$inst/preload" 120 "$SM_LIB" "$bin" "${args[@]}"
-    fi
-    linked="$SM_BUILD/tests/stress/stress_linked_$inst"
-    if sm_build_linked "$inst" tests/stress/stress.c "$linked"; then
-        sm_run "$inst/linked" 120 "" "$linked" "${args[@]}"
-    fi
-    if sm_lib "$inst"; then
-        sm_run "$inst/preload-large" 120 "$SM_LIB" "$large_bin" "${large_args[@]}"
-    fi
-    linked="$SM_BUILD/tests/stress/large_race_linked_$inst"
-    if sm_build_linked "$inst" tests/stress/large_race.c "$linked"; then
-        sm_run "$inst/linked-large" 120 "" "$linked" "${large_args[@]}"
-    fi
+    sm_run_each_way "$inst" "" "$bin" tests/stress/stress.c 120 "${args[@]}"
+    sm_run_each_way "$inst" "-large" "$large_bin" tests/stress/large_race.c 120 "${large_args[@]}"
 done
 exit "$SM_FAILED"

@@ -63,6 +63,8 @@
 #define SM_OPT_MIN_BLOCK  (64u << 10)
 #define SM_OPT_CHUNK_SIZE (4u << 20)
 #define SM_OPT_KEEP_SPARE 0 /* decay_cache below keeps freed chunks and purges them on time */
+/* Free slab-sized blocks inside chunks that still hold live slabs: dropped on the same clock. */
+#define SM_OPT_DECAY_MS   250
 #include <sunmao/layers/core/buddy_glk.h>
 
 #define SM_LAYER         sunmao_slab

@@ -1,14 +1,14 @@
 #!/usr/bin/env bash
 # Memory returned to the OS after phases of frees (tests/api/release.c), for every instance in
 # $INSTANCES: under LD_PRELOAD=lib<inst>.so (<inst>/preload/<case>) and built against libsm_<inst>.a
-# with the prefixed API (<inst>/linked/<case>). SM_RELEASE_WAIT_MS: how long RSS may take (1500).
+# with the prefixed API (<inst>/linked/<case>). SM_RELEASE_WAIT_MS: how long RSS may take (2500: the layers decay in 0.25-1 s, and a loaded machine delays the clock).
 SM_NS=release
 . "$(dirname "$0")/driver_lib.bash"
 sm_require_instances
 
 bin="$SM_BUILD/tests/api/release"
 sm_need_bin "$bin" || exit 1
-wait_ms="${SM_RELEASE_WAIT_MS:-1500}"
+wait_ms="${SM_RELEASE_WAIT_MS:-2500}"
 for inst in $INSTANCES; do
     sm_run_each_way "$inst" "" "$bin" tests/api/release.c 120 "$wait_ms"
 done

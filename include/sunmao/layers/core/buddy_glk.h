@@ -8,6 +8,11 @@
  *                      build its pages from it)
  *   SM_OPT_CHUNK_SIZE  bytes taken from the next layer at a time, aligned to their own size; also the
  *                      largest block: bigger requests go to the next layer (default 4 MiB)
+ *   SM_OPT_DECAY_MS    free memory idle this long is given back by L_release (default 1000): the
+ *                      pages of free blocks are purged (next layer's L_purge), a kept spare chunk
+ *                      goes back to the next layer
+ *   SM_OPT_PURGE_MIN   smallest free block worth a purge (default 64 KiB; at least a page: smaller
+ *                      free blocks are reused soon, and each purge is a system call)
  * Properties: thread_safe from the sync policy; min_align is SM_OPT_MIN_BLOCK, or the next layer's
  * if smaller (requests this layer passes on keep the next layer's alignment); zeroed 0.
  *
@@ -24,7 +29,16 @@
  * map and unmap a chunk on every call, and at most one idle chunk is ever held.
  * SM_OPT_KEEP_SPARE 0 gives every free chunk back at once: right when the layer below already
  * caches and purges freed memory on a timer (decay_cache), where a spare here would only hold
- * dirty pages the decay cannot see. */
+ * dirty pages the decay cannot see.
+ *
+ * Giving memory back (L_release). A free block of PURGE_MIN or more is stamped by the first release
+ * pass that sees it (frees read no clock; they note the release clock) and, one decay later, taken
+ * off its list under the lock (BUSY: neither free nor allocated, so a bad free of it is still
+ * reported and no neighbour merges with it), purged outside the lock, and freed back (merging with
+ * neighbours freed meanwhile) marked purged, so later passes skip it until it is split, merged or
+ * allocated. Links live in the descriptor, so a purged block's pages are all dropped and none is
+ * touched again until it is allocated. A free whole chunk (the spare) goes back one decay after it
+ * became free. */
 #include <string.h>
 #include "../../core/bits.h"
 #include "../../core/errors.h"
@@ -54,6 +68,13 @@
 #ifndef SM_OPT_CHUNK_SIZE
 #define SM_OPT_CHUNK_SIZE ((size_t)4 << 20)
 #endif
+#ifndef SM_OPT_DECAY_MS
+#define SM_OPT_DECAY_MS 1000
+#endif
+#ifndef SM_OPT_PURGE_MIN
+#define SM_OPT_PURGE_MIN ((size_t)64 << 10)
+#endif
+_Static_assert((SM_OPT_PURGE_MIN) >= 4096, "buddy_glk: SM_OPT_PURGE_MIN must be at least one page");
 _Static_assert((SM_OPT_MIN_BLOCK) >= 16 && ((SM_OPT_MIN_BLOCK) & ((SM_OPT_MIN_BLOCK) - 1)) == 0,
                "buddy_glk: SM_OPT_MIN_BLOCK must be a power of two >= 16 (a free block holds two links)");
 _Static_assert((SM_OPT_CHUNK_SIZE) >= 4096 && (SM_OPT_CHUNK_SIZE) >= (SM_OPT_MIN_BLOCK) &&
@@ -63,18 +84,28 @@ _Static_assert((SM_OPT_CHUNK_SIZE) >= 4096 && (SM_OPT_CHUNK_SIZE) >= (SM_OPT_MIN
 enum {
     SM_FN(min_order) = __builtin_ctzll(SM_OPT_MIN_BLOCK),  /* log2 of the smallest block */
     SM_FN(max_order) = __builtin_ctzll(SM_OPT_CHUNK_SIZE), /* log2 of a chunk, the largest block */
+    /* The smallest order a release pass purges: PURGE_MIN rounded up to a power of two, within
+     * [min_order, max_order] (PURGE_MIN is at least a page). */
+    SM_FN(purge_want) = 63 - __builtin_clzll((SM_OPT_PURGE_MIN) * 2 - 1),
+    SM_FN(purge_order) = SM_FN(purge_want) < SM_FN(min_order)   ? SM_FN(min_order)
+                         : SM_FN(purge_want) > SM_FN(max_order) ? SM_FN(max_order)
+                                                                : SM_FN(purge_want),
     SM_FN(thread_safe) = SM_SYNC_FN(thread_safe),
     SM_FN(min_align) = (SM_OPT_MIN_BLOCK) < SM_PROP(SM_NEXT, min_align) ? (SM_OPT_MIN_BLOCK)
                                                                        : SM_PROP(SM_NEXT, min_align),
     SM_FN(zeroed) = 0,
 };
-/* One bit per order in a 64-bit mask of non-empty free lists. */
+/* One bit per order in a 64-bit mask of non-empty free lists; orders fit the state byte's 5 bits. */
 _Static_assert(SM_FN(max_order) - SM_FN(min_order) < 64, "buddy_glk: too many orders between min block and chunk");
+_Static_assert(SM_FN(max_order) < 32, "buddy_glk: SM_OPT_CHUNK_SIZE must be below 4 GiB");
 
 /* State byte of a block's first min block; the bytes of the rest of the block are 0. */
 #define SM_BUDDY_FREE  0x40u
 #define SM_BUDDY_USED  0x80u
-#define SM_BUDDY_ORDER 0x3fu
+#define SM_BUDDY_BUSY  0x20u /* free, but taken off its list by a release pass for its purge */
+#define SM_BUDDY_ORDER 0x1fu
+/* A free block's stamp: 0 not yet seen by a release pass; PURGED its pages were dropped. */
+#define SM_BUDDY_PURGED UINT64_MAX
 #define SM_BUDDY_BIT(k) ((uint64_t)1 << ((k) - SM_FN(min_order)))
 
 /* A free block's place on its order's free list. The links live in the chunk's descriptor, one per
@@ -85,6 +116,7 @@ _Static_assert(SM_FN(max_order) - SM_FN(min_order) < 64, "buddy_glk: too many or
 struct SM_FN(link) {
     struct SM_FN(link) *next, *prev;
     char *block;
+    uint64_t stamp; /* when a release pass first saw the block free (ms), 0 or SM_BUDDY_PURGED */
 };
 
 struct SM_FN(chunk) {
@@ -112,11 +144,13 @@ SM_INLINE struct SM_FN(chunk) *SM_FN(chunk_of)(const void *p)
     return (struct SM_FN(chunk) *)sm_pagemap2_get(SM_FN(obj).map, SM_FN(max_order), p);
 }
 
-/* Puts the block at offset off of chunk ch on the free list of its order. Caller holds the lock. */
-SM_INLINE void SM_FN(push)(unsigned order, struct SM_FN(chunk) *ch, size_t off)
+/* Puts the block at offset off of chunk ch on the free list of its order; stamp: 0 (dirty) or
+ * SM_BUDDY_PURGED. Caller holds the lock. */
+SM_INLINE void SM_FN(push)(unsigned order, struct SM_FN(chunk) *ch, size_t off, uint64_t stamp)
 {
     struct SM_FN(link) *b = &ch->links[off >> SM_FN(min_order)], **head = &SM_FN(obj).free[order - SM_FN(min_order)];
     b->block = ch->base + off;
+    b->stamp = stamp;
     b->prev = NULL;
     b->next = *head;
     if (*head)
@@ -179,7 +213,7 @@ SM_SLOWPATH bool SM_FN(grow)(void)
     SM_FN(obj).chunks = ch;
     SM_FN(obj).chunk_count++;
     ch->state[0] = (uint8_t)(SM_BUDDY_FREE | SM_FN(max_order));
-    SM_FN(push)(SM_FN(max_order), ch, 0);
+    SM_FN(push)(SM_FN(max_order), ch, 0, SM_BUDDY_PURGED); /* fresh from the next layer */
     return true;
 }
 
@@ -222,11 +256,13 @@ SM_INLINE void *SM_FN(alloc)(sm_mctx_t *c)
     char *p = SM_FN(obj).free[k - SM_FN(min_order)]->block;
     struct SM_FN(chunk) *ch = SM_FN(chunk_of)(p);
     size_t off = (size_t)(p - ch->base), i = off >> SM_FN(min_order);
+    /* The halves split off a purged block are purged too; any other stamp starts again at 0. */
+    uint64_t halves = ch->links[i].stamp == SM_BUDDY_PURGED ? SM_BUDDY_PURGED : 0;
     SM_FN(unlink)(k, ch, off);
     while (k > order) { /* keep the lower half, free the upper one */
         k--;
         ch->state[i + ((size_t)1 << (k - SM_FN(min_order)))] = (uint8_t)(SM_BUDDY_FREE | k);
-        SM_FN(push)(k, ch, off + ((size_t)1 << k));
+        SM_FN(push)(k, ch, off + ((size_t)1 << k), halves);
     }
     ch->state[i] = (uint8_t)(SM_BUDDY_USED | order);
     SM_SYNC_FN(unlock)(&SM_FN(obj).lock);
@@ -247,7 +283,7 @@ SM_SLOWPATH sm_err_kind_t SM_FN(diagnose_free)(const struct SM_FN(chunk) *ch, si
         unsigned st = ch->state[start >> SM_FN(min_order)];
         if (!st || (st & SM_BUDDY_ORDER) < k)
             continue;
-        if (st & SM_BUDDY_FREE) {
+        if (st & (SM_BUDDY_FREE | SM_BUDDY_BUSY)) {
             *detail = start == off ? "block is already free" : "block lies inside a free block (freed twice?)";
             return SM_ERR_DOUBLE_FREE;
         }
@@ -256,6 +292,31 @@ SM_SLOWPATH sm_err_kind_t SM_FN(diagnose_free)(const struct SM_FN(chunk) *ch, si
     }
     *detail = "chunk metadata has no block here";
     return SM_ERR_CORRUPTION;
+}
+
+/* Frees the block of order k at offset off of ch (its state byte already 0): merges it with its free
+ * buddies, then lists it (stamp: 0 or SM_BUDDY_PURGED, kept only if nothing merged) or, a whole free
+ * chunk that is not to be kept, hands the chunk back. Returns the order of the resulting free block,
+ * 0 when the chunk went back. Caller holds the lock. */
+SM_SLOWPATH unsigned SM_FN(insert_free)(struct SM_FN(chunk) *ch, size_t off, unsigned k, uint64_t stamp)
+{
+    for (; k < SM_FN(max_order); k++) {
+        size_t buddy = off ^ ((size_t)1 << k);
+        if (ch->state[buddy >> SM_FN(min_order)] != (SM_BUDDY_FREE | k))
+            break;
+        if (ch->links[buddy >> SM_FN(min_order)].stamp != SM_BUDDY_PURGED)
+            stamp = 0;
+        SM_FN(unlink)(k, ch, buddy);
+        ch->state[buddy >> SM_FN(min_order)] = 0;
+        off &= ~((size_t)1 << k);
+    }
+    if (k == SM_FN(max_order) && (!(SM_OPT_KEEP_SPARE) || (SM_FN(obj).nonempty & SM_BUDDY_BIT(k)))) {
+        SM_FN(release_chunk)(ch); /* no spare wanted, or another free chunk is already the spare */
+        return 0;
+    }
+    ch->state[off >> SM_FN(min_order)] = (uint8_t)(SM_BUDDY_FREE | k);
+    SM_FN(push)(k, ch, off, stamp);
+    return k;
 }
 
 SM_INLINE void SM_FN(free)(sm_mctx_t *c)
@@ -284,20 +345,8 @@ SM_INLINE void SM_FN(free)(sm_mctx_t *c)
         return;
     }
     ch->state[i] = 0;
-    for (; k < SM_FN(max_order); k++) {
-        size_t buddy = off ^ ((size_t)1 << k);
-        if (ch->state[buddy >> SM_FN(min_order)] != (SM_BUDDY_FREE | k))
-            break;
-        SM_FN(unlink)(k, ch, buddy);
-        ch->state[buddy >> SM_FN(min_order)] = 0;
-        off &= ~((size_t)1 << k);
-    }
-    if (k == SM_FN(max_order) && (!(SM_OPT_KEEP_SPARE) || (SM_FN(obj).nonempty & SM_BUDDY_BIT(k)))) {
-        SM_FN(release_chunk)(ch); /* no spare wanted, or another free chunk is already the spare */
-    } else {
-        ch->state[off >> SM_FN(min_order)] = (uint8_t)(SM_BUDDY_FREE | k);
-        SM_FN(push)(k, ch, off);
-    }
+    if (SM_FN(insert_free)(ch, off, k, 0) >= SM_FN(purge_order))
+        sm_release_note();
     SM_SYNC_FN(unlock)(&SM_FN(obj).lock);
 }
 
@@ -334,8 +383,10 @@ SM_INLINE bool SM_FN(resize)(sm_mctx_t *c, size_t n)
         while (k > want) {
             k--;
             ch->state[(off + ((size_t)1 << k)) >> SM_FN(min_order)] = (uint8_t)(SM_BUDDY_FREE | k);
-            SM_FN(push)(k, ch, off + ((size_t)1 << k));
+            SM_FN(push)(k, ch, off + ((size_t)1 << k), 0);
         }
+        if (k >= SM_FN(purge_order))
+            sm_release_note();
     } else if (ok && want > k) {
         for (unsigned j = k; ok && j < want; j++)
             ok = !(off & ((size_t)1 << j)) && ch->state[(off + ((size_t)1 << j)) >> SM_FN(min_order)] == (SM_BUDDY_FREE | j);
@@ -352,21 +403,66 @@ SM_INLINE bool SM_FN(resize)(sm_mctx_t *c, size_t n)
 
 SM_INLINE bool SM_FN(purge)(sm_mctx_t *c) { return SM_NEXT_FN(purge)(c); }
 
-/* The spare chunk (SM_OPT_KEEP_SPARE) is there to be reused at once: only a release of everything
- * (malloc_trim) hands it back. */
+/* One release pass (see "Giving memory back"): stamp what is new, hand back a spare chunk and take
+ * the free blocks that are due, under the lock; purge the taken blocks without it; free them back. */
 SM_SLOWPATH SM_UNUSED void SM_FN(release)(sm_release_t *r)
 {
-    if (SM_OPT_KEEP_SPARE && r->how == SM_RELEASE_ALL) {
+    enum { max_taken = 64, max_visits = 4096 };
+    struct SM_FN(link) *taken[max_taken];
+    unsigned taken_order[max_taken], ntaken = 0, visits = 0;
+    const bool all = r->how == SM_RELEASE_ALL;
+    const uint64_t now = r->now_ms, decay = SM_OPT_DECAY_MS;
+    SM_SYNC_FN(lock)(&SM_FN(obj).lock);
+    /* Largest first: if the bounds stop the pass, the pages it leaves are the fewest. */
+    for (unsigned k = SM_FN(max_order) + 1; k-- > SM_FN(purge_order) && ntaken < max_taken && visits < max_visits;) {
+        struct SM_FN(link) *b = SM_FN(obj).free[k - SM_FN(min_order)], *next;
+        for (; b && ntaken < max_taken && visits < max_visits; b = next, visits++) {
+            next = b->next;
+            const bool whole = k == SM_FN(max_order); /* only a spare: others went back when freed */
+            if (whole && b->stamp == SM_BUDDY_PURGED)
+                b->stamp = 0; /* clean or not, a spare goes back one decay after a pass saw it */
+            if (b->stamp == SM_BUDDY_PURGED)
+                continue;
+            if (!all && (!b->stamp || b->stamp + decay > now)) {
+                if (!b->stamp)
+                    b->stamp = now ? now : 1;
+                sm_release_due(r, b->stamp + decay);
+                continue;
+            }
+            struct SM_FN(chunk) *ch = SM_FN(chunk_of)(b->block);
+            size_t off = (size_t)(b->block - ch->base);
+            SM_FN(unlink)(k, ch, off);
+            if (whole) {
+                ch->state[0] = 0;
+                SM_FN(release_chunk)(ch);
+                r->released += SM_OPT_CHUNK_SIZE;
+                continue;
+            }
+            ch->state[off >> SM_FN(min_order)] = (uint8_t)(SM_BUDDY_BUSY | k);
+            taken_order[ntaken] = k;
+            taken[ntaken++] = b;
+        }
+    }
+    SM_SYNC_FN(unlock)(&SM_FN(obj).lock);
+    if (ntaken == max_taken || visits == max_visits)
+        sm_release_due(r, now + 1); /* more to look at: the next pass comes at once */
+    bool purged[max_taken];
+    for (unsigned i = 0; i < ntaken; i++) {
+        /* Off its list and BUSY: no other thread touches this block or its link until it is back. */
+        sm_mctx_t c = sm_mctx_block(taken[i]->block, (size_t)1 << taken_order[i], SM_F_ZERO);
+        purged[i] = SM_NEXT_FN(purge)(&c);
+        r->released += purged[i] ? c.size : 0;
+    }
+    if (ntaken) {
         SM_SYNC_FN(lock)(&SM_FN(obj).lock);
-        for (;;) { /* free chunks are the only blocks of the largest order */
-            struct SM_FN(link) *f = SM_FN(obj).free[SM_FN(max_order) - SM_FN(min_order)];
-            if (!f)
-                break;
-            struct SM_FN(chunk) *ch = SM_FN(chunk_of)(f->block);
-            SM_FN(unlink)(SM_FN(max_order), ch, 0);
-            ch->state[0] = 0;
-            SM_FN(release_chunk)(ch);
-            r->released += SM_OPT_CHUNK_SIZE;
+        for (unsigned i = 0; i < ntaken; i++) {
+            struct SM_FN(chunk) *ch = SM_FN(chunk_of)(taken[i]->block);
+            size_t off = (size_t)(taken[i]->block - ch->base);
+            ch->state[off >> SM_FN(min_order)] = 0;
+            unsigned k = SM_FN(insert_free)(ch, off, taken_order[i], purged[i] ? SM_BUDDY_PURGED : 0);
+            size_t merged = off & ~(((size_t)1 << k) - 1); /* blocks are aligned to their size */
+            if (!all && k && ch->links[merged >> SM_FN(min_order)].stamp != SM_BUDDY_PURGED)
+                sm_release_due(r, now + decay); /* merged with dirty neighbours: stamped next pass */
         }
         SM_SYNC_FN(unlock)(&SM_FN(obj).lock);
     }
@@ -379,9 +475,13 @@ SM_FORK_HOOKS_ONE_LOCK(&SM_FN(obj).lock)
 
 #undef SM_BUDDY_FREE
 #undef SM_BUDDY_USED
+#undef SM_BUDDY_BUSY
 #undef SM_BUDDY_ORDER
+#undef SM_BUDDY_PURGED
 #undef SM_BUDDY_BIT
 #undef SM_OPT_MIN_BLOCK
 #undef SM_OPT_CHUNK_SIZE
 #undef SM_OPT_KEEP_SPARE
+#undef SM_OPT_DECAY_MS
+#undef SM_OPT_PURGE_MIN
 #include "../../core/layer_end.h"

@@ -20,7 +20,7 @@
 
 /* frees counts only blocks the decay cache could have kept, so the small blocks poke() frees do not. */
 static struct { unsigned long allocs, frees, purges, remaps, splits; } counts;
-enum { cnt_thread_safe = 1, cnt_min_align = mm_min_align, cnt_zeroed = mm_zeroed };
+enum { cnt_thread_safe = 1, cnt_min_align = mm_min_align, cnt_zeroed = mm_zeroed, cnt_caps = SM_CAP_MAPPING };
 static inline int cnt_create(void) { return mm_create(); }
 static inline void *cnt_alloc(sm_mctx_t *c)
 {

@@ -22,10 +22,12 @@
 #define SM_SIZE_MIN 1
 #define SM_SIZE_MAX 4096
 #include <sunmao/policies/size_handle.h>
-#include <sunmao/core/layer_end.h>
+#undef SM_LAYER
+#undef SM_SIZE_MIN
+#undef SM_SIZE_MAX
 #define SM_LAYER sh_all
 #include <sunmao/policies/size_handle.h>
-#include <sunmao/core/layer_end.h>
+#undef SM_LAYER
 
 static void size_handle_ranges(void)
 {

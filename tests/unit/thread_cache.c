@@ -39,7 +39,10 @@ static __thread unsigned cnt_nwants;
 #define CNT_ADD(field, n) __atomic_add_fetch(&cnt_obj.field, (n), __ATOMIC_RELAXED)
 #define CNT_GET(field)    __atomic_load_n(&cnt_obj.field, __ATOMIC_RELAXED)
 
-enum { cnt_thread_safe = sl_thread_safe, cnt_min_align = sl_min_align, cnt_zeroed = sl_zeroed };
+enum {
+    cnt_thread_safe = sl_thread_safe, cnt_min_align = sl_min_align, cnt_zeroed = sl_zeroed,
+    cnt_caps = SM_CAP_BATCH | SM_CAP_OWNER, cnt_batch_classes = sl_batch_classes, cnt_batch_max_size = sl_batch_max_size,
+};
 
 static inline void cnt_track(void *p, long delta)
 {

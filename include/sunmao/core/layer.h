@@ -46,6 +46,7 @@
 #include "compiler.h"
 #include "errnum.h"
 #include "mctx.h"
+#include "capability.h"
 #include "release.h"
 
 /* Name of this instance's function or object `name`, and of the next instance's. */

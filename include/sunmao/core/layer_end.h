@@ -1,5 +1,7 @@
-/* Included last by every layer template (no include guard): clears the parameters of the instance
- * just defined so the next inclusion cannot inherit them by accident. Framework core. */
+/* Included last by every layer template (no include guard): completes the instance with its
+ * capabilities (core/caps_default.h), then clears the parameters of the instance just defined so
+ * the next inclusion cannot inherit them by accident. Framework core. */
+#include "caps_default.h"
 #undef SM_LAYER
 #undef SM_NEXT
 #undef SM_SYNC
@@ -8,4 +10,3 @@
 #undef SM_ERR
 #undef SM_SIZE_MIN
 #undef SM_SIZE_MAX
-#undef SM_LAYER_HAS_HIT_PATH

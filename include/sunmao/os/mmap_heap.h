@@ -367,7 +367,7 @@ SM_INLINE bool SM_FN(purge)(sm_mctx_t *c)
 /* Nothing to give back: freed blocks are unmapped, freed carved blocks purged when freed. */
 SM_INLINE void SM_FN(release)(sm_release_t *r) { (void)r; }
 
-/* Beyond the contract, for decay_cache: cut the live direct block c->ptr after its first n bytes
+/* Capability MAPPING (core/capability.h), for decay_cache: cut the live direct block c->ptr after its first n bytes
  * (rounded up to pages) into two blocks, without a system call: the tail, returned, is recorded as
  * a block of its own (its pages, resident or not, go with it) and either part can be freed, resized
  * or remapped alone (munmap and mremap take any page range). NULL (block unchanged) for a carved
@@ -390,7 +390,7 @@ SM_SLOWPATH SM_UNUSED void *SM_FN(split)(sm_mctx_t *c, size_t n)
     return ok ? p + head : NULL;
 }
 
-/* Beyond the contract, for decay_cache: make the live direct block c->ptr n bytes long, moving it
+/* Capability MAPPING, for decay_cache: make the live direct block c->ptr n bytes long, moving it
  * if it cannot grow in place (mremap moves the page tables, not the bytes: its resident pages stay
  * resident, only the added tail faults in as zero pages). On success c->ptr is the block's new
  * address and the old one is no longer a block; false (block unchanged) for a carved block, a
@@ -460,4 +460,5 @@ SM_INLINE void SM_FN(fork_child)(void) { SM_SYNC_FN(reinit)(&SM_FN(obj).lock); }
 #undef SM_OPT_THREAD_HEAP_SIZE
 #undef SM_OPT_THREAD_HEAP_MAX_BLOCK
 #undef SM_OPT_HUGE_PAGES
+#define SM_LAYER_OFFERS SM_CAP_MAPPING
 #include "../core/layer_end.h"

@@ -12,5 +12,3 @@
 #undef SM_API
 #undef SM_NEXT
 #undef SM_ERR
-#undef SM_SOCKET_HIT_PATH
-#undef SM_LAYER_HAS_HIT_PATH

@@ -6,9 +6,6 @@
  *   SM_API(name)   the exported name of API function `name`
  *   SM_SOCKET_THREAD_EXIT  (optional, 0 by default) 1 when a layer keeps per-thread state: the
  *                  socket then calls the stack's thread_exit hook when each thread ends
- *   SM_SOCKET_HIT_PATH     (optional) 1 to call the top layer's hit paths first (below); by
- *                  default 1 when the template included last declares them (SM_LAYER_HAS_HIT_PATH,
- *                  as thread_cache.h does), else 0
  *   SM_SOCKET_BACKGROUND   (optional, default 1) 1: a background thread runs the stack's release
  *                  clock (below); 0: memory goes back only on the layers' own request paths and
  *                  on malloc_trim
@@ -20,7 +17,7 @@
  * them (parent) or re-create them (child), so a child of a multi-threaded parent never inherits
  * a lock held by a thread that does not exist there.
  *
- * The hit path (SM_SOCKET_HIT_PATH). A top layer that caches objects per thread offers
+ * The hit path. A top layer with capability HIT (core/capability.h: a thread cache) has
  *   void *N_alloc_hit(size_t size)                       an object of >= size bytes aligned to 16, or NULL
  *   bool  N_free_hit(void *p, size_t size, unsigned flags)  true if it took p (flags: SM_F_SIZED)
  * which touch nothing shared, change nothing when they miss, and are safe before the stack is
@@ -248,15 +245,6 @@ SM_INLINE void sm_socket_free_stack(void *ptr, size_t size, unsigned flags)
     sm_socket_bg_check();
 }
 
-#ifndef SM_SOCKET_HIT_PATH
-#ifdef SM_LAYER_HAS_HIT_PATH
-#define SM_SOCKET_HIT_PATH 1
-#else
-#define SM_SOCKET_HIT_PATH 0
-#endif
-#endif
-
-#if SM_SOCKET_HIT_PATH
 /* The misses (see the header comment). noinline keeps the stack out of the hit path (inlined
  * beside it, its register needs would make every call save registers on entry), and gives the
  * whole stack one copy in the library instead of one per API function. Not `cold`: requests the
@@ -276,9 +264,12 @@ static __attribute__((noinline)) void sm_socket_free_miss(void *ptr, size_t size
     sm_socket_free_stack(ptr, size, flags);
 }
 
-/* The one allocation path every API function funnels into. */
+/* The one allocation path every API function funnels into: the top layer's hit path, else the
+ * miss. A top layer without capability HIT goes straight to the stack (a constant test). */
 SM_HOT void *sm_socket_alloc(size_t size, size_t align, unsigned flags)
 {
+    if (!SM_HAS_CAP(SM_NEXT, SM_CAP_HIT))
+        return sm_socket_alloc_stack(size, align, flags);
     if (align <= SM_MIN_ALIGN) {
         void *p = SM_NEXT_FN(alloc_hit)(size);
         if (sm_likely(p != NULL))
@@ -291,22 +282,14 @@ SM_HOT void sm_socket_free(void *ptr, size_t size, unsigned flags)
 {
     if (!ptr)
         return;
+    if (!SM_HAS_CAP(SM_NEXT, SM_CAP_HIT)) {
+        sm_socket_free_stack(ptr, size, flags);
+        return;
+    }
     if (sm_likely(SM_NEXT_FN(free_hit)(ptr, size, flags)))
         return;
     sm_socket_free_miss(ptr, size, flags);
 }
-#else
-SM_INLINE void *sm_socket_alloc(size_t size, size_t align, unsigned flags)
-{
-    return sm_socket_alloc_stack(size, align, flags);
-}
-
-SM_INLINE void sm_socket_free(void *ptr, size_t size, unsigned flags)
-{
-    if (ptr)
-        sm_socket_free_stack(ptr, size, flags);
-}
-#endif
 
 /* Usable size of an owned block; 0 (after reporting) for a pointer no layer owns. */
 SM_INLINE size_t sm_socket_usable(void *ptr, const char *api)

@@ -19,5 +19,3 @@ __attribute__((visibility("hidden"))) void sm_cxx_free(void *ptr, size_t size)
 #undef SM_API
 #undef SM_NEXT
 #undef SM_ERR
-#undef SM_SOCKET_HIT_PATH
-#undef SM_LAYER_HAS_HIT_PATH

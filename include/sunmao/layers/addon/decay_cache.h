@@ -25,12 +25,10 @@
  *                       monitoring read it, and a purged block is reused as zero memory, SM_F_FRESH);
  *                       1: MADV_FREE (cheaper to reuse, RSS drops only under memory pressure)
  *   SM_OPT_GROW         1: on a miss, grow the largest dirty cached block to the request with the next
- *                       layer's bool N_remap(c, n) (resize that may move the block, updating c->ptr),
- *                       and cut a too-large block with void *N_split(c, n) (returns the tail, now a
- *                       block of its own) and keep the tail, instead of unmapping it: resident pages
- *                       are reused instead of faulting new mappings in, and the cache does not pile up
- *                       blocks too small for the requests (default 0: the next layer need not provide
- *                       them; mmap_heap does)
+ *                       layer's N_remap, and cut a too-large block with N_split and keep the tail,
+ *                       instead of unmapping it: resident pages are reused instead of faulting new
+ *                       mappings in, and the cache does not pile up blocks too small for the requests
+ *                       (default 0). Needs capability MAPPING of the next layer (mmap_heap has it)
  *   SM_OPT_MAX_BLOCKS   at most this many blocks cached (default 64)
  *   SM_OPT_MAX_BYTES    at most this many bytes cached, dirty or purged (default 256 MiB)
  * Properties: thread_safe when the sync policy and the next layer are (the next layer is called
@@ -100,6 +98,7 @@
 #ifndef SM_OPT_MAX_BLOCKS
 #define SM_OPT_MAX_BLOCKS 64
 #endif
+SM_REQUIRE_CAP_WHEN(SM_OPT_GROW, MAPPING, "remap and split, for SM_OPT_GROW 1");
 #ifndef SM_OPT_MAX_BYTES
 #define SM_OPT_MAX_BYTES ((size_t)256 << 20)
 #endif
@@ -300,8 +299,7 @@ SM_SLOWPATH bool SM_FN(take)(sm_mctx_t *c)
     best->ptr = NULL, best->size = 0, best->state = SM_FN(s_empty);
     SM_SYNC_FN(unlock)(&SM_FN(obj).lock);
     c->ptr = p;
-#if SM_OPT_GROW /* a preprocessor test: without the option the next layer need not have remap */
-    if (best == grow) {
+    if (SM_OPT_GROW && best == grow) {
         if (!SM_NEXT_FN(remap)(c, need)) { /* left as it was: return it, and the caller maps anew */
             SM_FN(give_back)(p, size);
             c->ptr = NULL;
@@ -310,21 +308,19 @@ SM_SLOWPATH bool SM_FN(take)(sm_mctx_t *c)
         c->flags &= ~(unsigned)SM_F_FRESH; /* dirty front */
         return true;
     }
-#endif
     /* Too large: cut it to the request (the next layer unmaps the tail), so a small request does not
      * pin a huge block's pages. If the next layer cannot, the whole block is still a valid answer. */
     if (size - need > waste_ok) {
-#if SM_OPT_GROW
         /* Cut the tail off and keep it: its resident pages stay reusable instead of unmapped. */
-        char *tail = (char *)SM_NEXT_FN(split)(c, need);
+        char *tail = SM_OPT_GROW ? (char *)SM_NEXT_FN(split)(c, need) : NULL;
         if (tail) {
             size_t head = (size_t)(tail - p);
             sm_mctx_t t = sm_mctx_block(tail, size - head, SM_F_SIZED);
             if (!(size - head >= (size_t)(SM_OPT_MIN_CACHED) && SM_FN(keep)(&t, size - head)))
                 SM_NEXT_FN(free)(&t);
-        } else
-#endif
+        } else {
             (void)SM_NEXT_FN(resize)(c, need);
+        }
     }
     c->flags = zero ? c->flags | SM_F_FRESH : c->flags & ~(unsigned)SM_F_FRESH;
     return true;

@@ -4,7 +4,7 @@
  * complete example of the layer contract (core/layer.h) to copy when writing a new layer.
  *
  * Parameters: SM_LAYER, SM_NEXT. Slots: size_handle (requests outside it skip the layer; here
- * both paths are the same, which is the point). Properties: those of the next layer. */
+ * both paths are the same, which is the point). Properties and capabilities: those of the next layer. */
 #include "../../core/layer.h"
 
 #ifndef SM_LAYER
@@ -42,5 +42,19 @@ SM_INLINE void SM_FN(thread_exit)(void) { SM_NEXT_FN(thread_exit)(); }
 SM_INLINE void SM_FN(fork_prepare)(void) { SM_NEXT_FN(fork_prepare)(); }
 SM_INLINE void SM_FN(fork_parent)(void) { SM_NEXT_FN(fork_parent)(); }
 SM_INLINE void SM_FN(fork_child)(void) { SM_NEXT_FN(fork_child)(); }
+
+/* Every capability, forwarded: the layer offers what its next layer offers. */
+SM_HOT void *SM_FN(alloc_hit)(size_t size) { return SM_NEXT_FN(alloc_hit)(size); }
+SM_HOT bool SM_FN(free_hit)(void *p, size_t size, unsigned flags) { return SM_NEXT_FN(free_hit)(p, size, flags); }
+enum { SM_FN(batch_classes) = SM_PROP(SM_NEXT, batch_classes), SM_FN(batch_max_size) = SM_PROP(SM_NEXT, batch_max_size) };
+SM_INLINE unsigned SM_FN(alloc_batch)(sm_mctx_t *c, void **out, unsigned n) { return SM_NEXT_FN(alloc_batch)(c, out, n); }
+SM_INLINE void SM_FN(free_batch)(void **blocks, unsigned n) { SM_NEXT_FN(free_batch)(blocks, n); }
+SM_HOT unsigned SM_FN(block_slot)(const void *p) { return SM_NEXT_FN(block_slot)(p); }
+SM_INLINE bool SM_FN(block_local)(const void *p) { return SM_NEXT_FN(block_local)(p); }
+SM_INLINE void *SM_FN(split)(sm_mctx_t *c, size_t n) { return SM_NEXT_FN(split)(c, n); }
+SM_INLINE bool SM_FN(remap)(sm_mctx_t *c, size_t n) { return SM_NEXT_FN(remap)(c, n); }
+
+#define SM_LAYER_OFFERS SM_CAP_ALL
+#define SM_LAYER_CAPS   SM_CAPS(SM_NEXT)
 
 #include "../../core/layer_end.h"

@@ -30,15 +30,10 @@
  *   SM_OPT_DOUBLE_FREE_CHECK  1 (default): tag cached objects so a double free of an object that is
  *                 still in the cache is caught (one load, compare and store more per free, one store
  *                 more per malloc); 0 trusts the program, as TCMalloc does.
- * Requires of the next layer (a compile error if it lacks them), beyond the contract:
- *   unsigned N_alloc_batch(sm_mctx_t *c, void **out, unsigned n)  objects of c->size's class
- *   void N_free_batch(void **blocks, unsigned n)                  frees, validated, any owner
- *   bool N_block_local(const void *p)      false for a block the cache should not keep on a
- *                 free's slow path because it belongs to memory another CPU allocates from
- *                 (slab_lk's shards); asked only there, never on the hit path
- *   unsigned N_block_slot(const void *p)   16 x the class of the object starting at p, exactly
- *                 16 x class_count for anything else: the offset of its list, whose entries are
- *                 16 bytes, with no multiply on the free's hit path (slab_lk has all of these)
+ * Requires of the next layer (core/capability.h; a compile error names what is missing): BATCH
+ * (refills and releases), OWNER (an unsized free's list is block_slot(p), 16 x the class, the
+ * offset of a 16-byte list entry: no multiply on the hit path; block_local is asked on a free's
+ * slow path only), and the same sizeclass policy. Offers HIT: alloc_hit, free_hit (below).
  * Properties: thread_safe = the next layer's (the caches are per thread), min_align = the next
  * layer's, zeroed 0 (cached objects hold old data; the socket clears calloc's).
  * @check: <sunmao/policies/sync/spinlock.h> <sunmao/policies/sizeclass/tc.h> <sunmao/policies/err/warn.h> SM_LAYER=s SM_NEXT=fake_next SM_SYNC=spinlock SM_SIZECLASS=tc SM_ERR=warn <sunmao/layers/core/slab_lk.h> SM_LAYER=t SM_NEXT=s SM_SIZECLASS=tc SM_ERR=warn
@@ -184,6 +179,13 @@
 #endif
 #include "../../policies/size_handle.h"
 
+SM_REQUIRE_CAP(BATCH, "refills and releases move objects of one class in batches");
+SM_REQUIRE_CAP(OWNER, "an unsized free finds its list with block_slot");
+/* The lists are the next layer's classes: block_slot's answers index them. */
+_Static_assert((long)SM_PROP(SM_NEXT, batch_classes) == (long)SM_SIZECLASS_FN(count) &&
+                   (long)SM_PROP(SM_NEXT, batch_max_size) == (long)SM_SIZECLASS_FN(max_size),
+               SM_STR(SM_LAYER) ": its sizeclass policy differs from that of its next layer " SM_STR(SM_NEXT)
+                                " (give both the same SM_SIZECLASS)");
 _Static_assert((size_t)(SM_SIZE_MAX) <= (size_t)SM_SIZECLASS_FN(max_size),
                "thread_cache: SM_SIZE_MAX is above the largest size of the sizeclass policy");
 _Static_assert((SM_OPT_BATCH_BYTES) >= 1024, "thread_cache: SM_OPT_BATCH_BYTES must be at least 1 KiB");
@@ -840,7 +842,5 @@ SM_INLINE void SM_FN(fork_child)(void) { SM_NEXT_FN(fork_child)(); }
 #undef SM_OPT_GC_EVENTS
 #undef SM_OPT_IDLE_SCAN_REFILLS
 #undef SM_OPT_DOUBLE_FREE_CHECK
+#define SM_LAYER_OFFERS SM_CAP_HIT
 #include "../../core/layer_end.h"
-/* Tells a socket included next that its top layer has the hit paths above (sockets/libc_api.h);
- * defined after layer_end.h, so that a template included after this one can clear it there. */
-#define SM_LAYER_HAS_HIT_PATH 1

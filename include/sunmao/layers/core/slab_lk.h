@@ -19,16 +19,10 @@
  *   on (see Shards below). SM_OPT_SHARD_MAX (default SM_SIZE_MAX): classes larger than this are
  *   not sharded (every CPU uses shard 0).
  * Properties: thread_safe from the sync policy, min_align 16, zeroed 0.
- * Beyond the contract (for a thread cache above, addon/thread_cache.h):
- *   unsigned L_alloc_batch(sm_mctx_t *c, void **out, unsigned n)  up to n objects of c->size's class
- *                                    under one acquisition of the class lock
- *   void L_free_batch(void **blocks, unsigned n)  frees n blocks, runs of one class under one lock
- *   unsigned L_block_class(const void *p)  the class of the object starting at p, or class_count
- *                                    when p is not the start of one of this layer's objects
- *   unsigned L_block_slot(const void *p)   16 x block_class(p), for tables of 16-byte entries
- *   bool L_block_local(const void *p)  false if p is in a slab of a shard other than the calling
- *                                    CPU's (a cache above should not keep it: see Shards); a slow
- *                                    path's question (sched_getcpu and a descriptor load)
+ * Capabilities (core/capability.h): BATCH (alloc_batch under one acquisition of the class lock,
+ * free_batch with runs of one class under one lock) and OWNER (block_slot from the page-map word;
+ * block_local: false for a slab of a shard other than the calling CPU's, see Shards, a slow path's
+ * question: sched_getcpu and a descriptor load). Also L_block_class(p) = block_slot(p) / 16.
  * @check: SM_LAYER=t <sunmao/policies/sync/spinlock.h> SM_SYNC=spinlock <sunmao/policies/sizeclass/tc.h> SM_SIZECLASS=tc <sunmao/policies/err/warn.h> SM_ERR=warn
  * @check-next: fake
  *
@@ -171,6 +165,8 @@ enum {
     SM_FN(min_align) = SM_MIN_ALIGN,
     SM_FN(zeroed) = 0,
     SM_FN(class_count) = SM_SIZECLASS_FN(count),
+    SM_FN(batch_classes) = SM_SIZECLASS_FN(count),   /* capability BATCH (core/capability.h) */
+    SM_FN(batch_max_size) = SM_SIZECLASS_FN(max_size),
     SM_FN(shards) = SM_OPT_SHARDS,
     SM_FN(map_shift) = __builtin_ctz(SM_OPT_SLAB_SIZE),
     SM_FN(bitmap_words) = 64,
@@ -914,4 +910,5 @@ SM_INLINE void SM_FN(fork_child)(void)
 #undef SM_OPT_COLOURS
 #undef SM_OPT_SHARDS
 #undef SM_OPT_SHARD_MAX
+#define SM_LAYER_OFFERS (SM_CAP_BATCH | SM_CAP_OWNER)
 #include "../../core/layer_end.h"

@@ -1,0 +1,59 @@
+/* Capabilities: the interfaces a layer offers beyond the base contract (core/layer.h). Framework
+ * core.
+ *
+ * Every layer instance has the property L_caps, a mask of the capabilities below, and defines the
+ * functions of every capability, offered or not: core/caps_default.h (included by layer_end.h)
+ * gives the ones a layer does not offer a default that always misses and compiles away. So a layer
+ * may call any of them on its next layer (a pass-through layer forwards them all and offers what
+ * its next layer offers), and a consumer that needs one states it with SM_REQUIRE_CAP: a wrong
+ * composition is a compile error that names the layer, its next layer and the missing capability.
+ *
+ *   SM_CAP_HIT      hit paths: the request served from what the layer holds for the calling
+ *                   thread, touching nothing below, or a miss.
+ *     void *L_alloc_hit(size_t size)                   an object of >= size bytes aligned to
+ *                                                      SM_MIN_ALIGN, or NULL (miss)
+ *     bool  L_free_hit(void *p, size_t size, unsigned flags)  true if it took p (SM_F_SIZED:
+ *                                                      size is the user's)
+ *     Soundness: a hit path misses on a thread the layer has not set up (a fresh thread, before
+ *     L_create), so a socket may call it before anything is created.
+ *   SM_CAP_BATCH    objects by size class, many per call, with the class geometry exported:
+ *     unsigned L_alloc_batch(sm_mctx_t *c, void **out, unsigned n)  up to n objects of
+ *                                                      c->size's class; how many (0: no memory)
+ *     void  L_free_batch(void **blocks, unsigned n)    frees them, passing down what is not its own
+ *     enum  L_batch_classes, L_batch_max_size          its size-class policy's count and largest size
+ *   SM_CAP_OWNER    which class an object belongs to, from one lookup:
+ *     unsigned L_block_slot(const void *p)             16 x the class of the object starting at p;
+ *                                                      16 x L_batch_classes: not such an object
+ *     bool  L_block_local(const void *p)               false if a cache above should not keep p
+ *                                                      (it belongs to another CPU's partition)
+ *   SM_CAP_MAPPING  mapping control over live direct blocks, without copying:
+ *     void *L_split(sm_mctx_t *c, size_t n)            cut c->ptr after n bytes (page-rounded);
+ *                                                      the tail, now a block of its own, or NULL
+ *     bool  L_remap(sm_mctx_t *c, size_t n)            make c->ptr n bytes long, moving it if
+ *                                                      needed (c->ptr updated); false: unchanged
+ */
+#ifndef SUNMAO_CORE_CAPABILITY_H
+#define SUNMAO_CORE_CAPABILITY_H
+
+#include "compiler.h"
+
+/* Plain numbers, not enumerators: layer templates test them with #if (core/caps_default.h). */
+#define SM_CAP_HIT     1
+#define SM_CAP_BATCH   2
+#define SM_CAP_OWNER   4
+#define SM_CAP_MAPPING 8
+#define SM_CAP_ALL     15
+
+/* The capabilities a composed layer instance offers, and whether it offers cap. */
+#define SM_CAPS(layer)         SM_CAT3(layer, _, caps)
+#define SM_HAS_CAP(layer, cap) ((SM_CAPS(layer) & (cap)) != 0)
+
+/* In a layer template: the next layer must offer SM_CAP_<name> (when `cond`, a constant, holds);
+ * `why` says what for. */
+#define SM_REQUIRE_CAP(name, why) SM_REQUIRE_CAP_WHEN(1, name, why)
+#define SM_REQUIRE_CAP_WHEN(cond, name, why)                                                       \
+    _Static_assert(!(cond) || SM_HAS_CAP(SM_NEXT, SM_CAP_##name),                                  \
+                   SM_STR(SM_LAYER) ": its next layer " SM_STR(SM_NEXT) " lacks capability " #name \
+                                    " (" why ")")
+
+#endif

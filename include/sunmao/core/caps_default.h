@@ -1,0 +1,74 @@
+/* Included by core/layer_end.h (no include guard): completes the layer instance just defined with
+ * the property L_caps and, for every capability it does not offer, the default functions of
+ * core/capability.h, which always miss. Framework core.
+ *
+ * A layer template states what it offers before including layer_end.h:
+ *   #define SM_LAYER_OFFERS (SM_CAP_BATCH | SM_CAP_OWNER)   the functions it defines itself
+ *   #define SM_LAYER_CAPS   SM_CAPS(SM_NEXT)                 (optional) the L_caps it declares, when
+ *                                                            it differs: a layer that forwards every
+ *                                                            capability offers its next layer's
+ *   @check: <sunmao/core/layer.h> SM_LAYER=t SM_LAYER_OFFERS=SM_CAP_ALL */
+#include "capability.h"
+
+#ifndef SM_LAYER_OFFERS
+#define SM_LAYER_OFFERS 0
+#endif
+#ifndef SM_LAYER_CAPS
+#define SM_LAYER_CAPS (SM_LAYER_OFFERS)
+#endif
+
+enum { SM_FN(caps) = (SM_LAYER_CAPS) };
+
+#if !((SM_LAYER_OFFERS) & SM_CAP_HIT)
+SM_HOT SM_UNUSED void *SM_FN(alloc_hit)(size_t size) { (void)size; return NULL; }
+SM_HOT SM_UNUSED bool SM_FN(free_hit)(void *p, size_t size, unsigned flags)
+{
+    (void)p, (void)size, (void)flags;
+    return false;
+}
+#endif
+
+#if !((SM_LAYER_OFFERS) & SM_CAP_BATCH)
+enum { SM_FN(batch_classes) = 0, SM_FN(batch_max_size) = 0 };
+SM_INLINE SM_UNUSED unsigned SM_FN(alloc_batch)(sm_mctx_t *c, void **out, unsigned n)
+{
+    (void)c, (void)out, (void)n;
+    return 0;
+}
+SM_INLINE SM_UNUSED void SM_FN(free_batch)(void **blocks, unsigned n)
+{
+    for (unsigned i = 0; i < n; i++) {
+        sm_mctx_t c = sm_mctx_block(blocks[i], 0, 0);
+        SM_FN(free)(&c);
+    }
+}
+#endif
+
+#if !((SM_LAYER_OFFERS) & SM_CAP_OWNER)
+SM_INLINE SM_UNUSED unsigned SM_FN(block_slot)(const void *p)
+{
+    (void)p;
+    return (unsigned)SM_FN(batch_classes) << 4;
+}
+SM_INLINE SM_UNUSED bool SM_FN(block_local)(const void *p)
+{
+    (void)p;
+    return true;
+}
+#endif
+
+#if !((SM_LAYER_OFFERS) & SM_CAP_MAPPING)
+SM_INLINE SM_UNUSED void *SM_FN(split)(sm_mctx_t *c, size_t n)
+{
+    (void)c, (void)n;
+    return NULL;
+}
+SM_INLINE SM_UNUSED bool SM_FN(remap)(sm_mctx_t *c, size_t n)
+{
+    (void)c, (void)n;
+    return false;
+}
+#endif
+
+#undef SM_LAYER_OFFERS
+#undef SM_LAYER_CAPS

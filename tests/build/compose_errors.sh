@@ -1,0 +1,40 @@
+#!/usr/bin/env bash
+# Compositions are checked at compile time (core/capability.h): each known-bad composition in
+# tests/build/compose/ must fail to build with exactly the message that names the layer, its next
+# layer and what is missing; each good one must build warning-free. One line per case:
+#   ok compose: <compiler>/<case> | not ok compose: <compiler>/<case>: <why>
+set -u
+cd "${SM_ROOT:-$(dirname "$0")/../..}" || { echo "not ok compose: setup: cannot cd to the repository root"; exit 1; }
+out="${BUILD:-build}/compose"
+mkdir -p "$out"
+
+# case | extra flags | the error message expected ('' = must build)
+cases=$(cat <<'LIST'
+tc_over_tlsf||cache: its next layer heap lacks capability BATCH (refills and releases move objects of one class in batches)
+tc_over_tlsf||cache: its next layer heap lacks capability OWNER (an unsized free finds its list with block_slot)
+tc_sizeclass_mismatch||cache: its sizeclass policy differs from that of its next layer slab (give both the same SM_SIZECLASS)
+decay_grow_over_brk||large: its next layer os lacks capability MAPPING (remap and split, for SM_OPT_GROW 1)
+decay_grow_over_brk|-DGROW=0|
+tc_over_passthrough||
+LIST
+)
+
+for cc in gcc clang; do
+    command -v "$cc" >/dev/null || { echo "skip compose: $cc: not installed"; continue; }
+    while IFS='|' read -r name flags want; do
+        [ -n "$name" ] || continue
+        label="$cc/$name${flags:+ $flags}${want:+: ${want%% (*}}"
+        log="$out/$cc-$name${flags//[^A-Za-z0-9]/_}.log"
+        # shellcheck disable=SC2086
+        if $cc -std=c11 -O1 -Wall -Wextra -Werror -D_GNU_SOURCE -Iinclude $flags -c "tests/build/compose/$name.c" \
+            -o "$out/$name.o" >"$log" 2>&1; then
+            if [ -z "$want" ]; then echo "ok compose: $label"; else echo "not ok compose: $label: built, expected the error"; fi
+        elif [ -z "$want" ]; then
+            echo "not ok compose: $label: $(grep -m1 'error' "$log")"
+        elif grep -qF -- "$want" "$log"; then
+            echo "ok compose: $label"
+        else
+            echo "not ok compose: $label: expected '$want', got: $(grep -m1 'error' "$log")"
+        fi
+    done <<<"$cases"
+done

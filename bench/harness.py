@@ -95,8 +95,9 @@ def discover_allocators():
 
 
 # ---------------------------------------------------------------- workloads
-def W(name, group, full, quick, kind="prog", desc=""):
-    return {"name": name, "group": group, "full": full, "quick": quick, "kind": kind, "desc": desc}
+def W(name, group, full, quick, kind="prog", desc="", geo=("time", "rss")):
+    """geo: the fields (time, rss) whose ratio counts in the geometric means."""
+    return {"name": name, "group": group, "full": full, "quick": quick, "kind": kind, "desc": desc, "geo": list(geo)}
 
 
 def workloads():
@@ -132,6 +133,8 @@ def workloads():
           desc="realloc growth with content checks"),
         W("large", "stress", ["large", T, "150", "4", "16"], ["large", T, "30", "4", "16"],
           desc="1..16 MiB blocks, every page touched"),
+        W("release", "memory", ["release", "64", "400", "10", "2000"], ["release", "16", "100", "3", "1000"],
+          geo=("rss",), desc="RSS after freeing small/medium/large phases, while idle (time: mostly fixed waits)"),
     ]
     for t in range(1, NCPU + 1):
         ws.append(W("scale-%d" % t, "scaling", ["mtest", str(t), "40000000", "64", "512"],
@@ -143,6 +146,9 @@ def workloads():
           desc="sqlite3 CLI on a generated SQL workload, output checked"),
         W("python", "real", {"scale": 20}, {"scale": 5}, kind="python",
           desc="python3 allocation-heavy script (PYTHONMALLOC=malloc), output checked"),
+        W("pygrow", "real", {"script": "pygrow.py", "scale": 6, "budget_mib": 48},
+          {"script": "pygrow.py", "scale": 3, "budget_mib": 24}, kind="python",
+          desc="python3 growing lists, dicts, bytes, str to 8 KiB..2 MiB (PYTHONMALLOC=malloc), output checked"),
         W("wcet", "latency", ["wcet", "1800", "3000", T], ["wcet", "150", "3000", T],
           desc="tail latency: pinned threads, asymmetric batches, shuffled remote frees"),
     ]
@@ -273,9 +279,11 @@ class Runner:
 
     def run_python(self, params, alloc):
         py = "/usr/bin/python3" if os.path.exists("/usr/bin/python3") else shutil.which("python3")
-        argv = [py, "-S", os.path.join(ROOT, "bench", "workloads", "pyalloc.py"), str(params["scale"])]
+        script = params.get("script", "pyalloc.py")
+        args = [str(params["scale"])] + ([str(params["budget_mib"])] if "budget_mib" in params else [])
+        argv = [py, "-S", os.path.join(ROOT, "bench", "workloads", script)] + args
         env = {"PYTHONMALLOC": "malloc", "PYTHONHASHSEED": "0", "PYTHONDONTWRITEBYTECODE": "1"}
-        return self._checked("python-%d" % params["scale"], argv, alloc, env_extra=env)
+        return self._checked("python-%s-%s" % (script, "-".join(args)), argv, alloc, env_extra=env)
 
     def run_redis(self, params, alloc):
         n = params["n"]
@@ -389,12 +397,13 @@ def summarise(runs):
         return {"ok": False, "reason": bad[0]["reason"], "n": len(runs)}
     ts = [r["time"] for r in runs]
     rs = [r["rss_kib"] for r in runs]
-    metrics = {}
+    metrics, mrange = {}, {}
     for k in runs[0]["metrics"]:
         vals = [r["metrics"][k] for r in runs if k in r["metrics"]]
         metrics[k] = statistics.median(vals)
+        mrange[k] = [min(vals), max(vals)]
     return {"ok": True, "n": len(runs), "time": statistics.median(ts), "tmin": min(ts), "tmax": max(ts),
-            "rss": statistics.median(rs), "rmin": min(rs), "rmax": max(rs), "metrics": metrics}
+            "rss": statistics.median(rs), "rmin": min(rs), "rmax": max(rs), "metrics": metrics, "mrange": mrange}
 
 
 def fmt_dur(s):
@@ -636,7 +645,7 @@ def report(ws, allocs, baseline, rounds, timeout, data, wall):
     geo = {}
     for a in names:
         for field in ("time", "rss"):
-            rs = [ratio(w["name"], a, field) for w in tw]
+            rs = [ratio(w["name"], a, field) for w in tw if field in w.get("geo", ("time", "rss"))]
             ok = [x for x in rs if x]
             geo[(a, field)] = (geomean(ok), len(ok), len(rs))
     nfail = {a: sum(1 for w in tw if summ[(w["name"], a)] and not summ[(w["name"], a)]["ok"]) for a in names}
@@ -674,6 +683,9 @@ def report(ws, allocs, baseline, rounds, timeout, data, wall):
         lines.append("%-*s" % (wn, "  cases") + "".join(
             "%*s" % (colw, "%d/%d%s" % (geo[(a, field)][1], geo[(a, field)][2],
                                         " %dF" % nfail[a] if nfail[a] else "")) for a in names))
+        left_out = [w["name"] for w in tw if field not in w.get("geo", ("time", "rss"))]
+        if left_out:
+            lines.append("(not in this geomean: %s)" % ", ".join(left_out))
     # latency
     lat = {}
     for a in names:
@@ -715,6 +727,8 @@ def report(ws, allocs, baseline, rounds, timeout, data, wall):
                     v = s["metrics"].get(key)
                     cells.append("-" if v is None else ("%.1f" % v if v < 1000 else "%.0f" % v))
             lines.append("%-*s" % (wn + 6, label) + "".join("%*s" % (colw, c) for c in cells))
+    if any(w["name"] == "release" for w in ws):
+        lines += release_table(names, summ, wn)
     fails = [(w["name"], a, summ[(w["name"], a)]["reason"]) for w in tw for a in names
              if summ[(w["name"], a)] and not summ[(w["name"], a)]["ok"]]
     if fails:
@@ -832,6 +846,10 @@ def report(ws, allocs, baseline, rounds, timeout, data, wall):
             ("**%.3f** (%d/%d)" % (geo[(a, field)][0], geo[(a, field)][1], geo[(a, field)][2]))
             if geo[(a, field)][0] else "–" for a in names) + " |")
         md.append("")
+        left_out = [w["name"] for w in tw if field not in w.get("geo", ("time", "rss"))]
+        if left_out:
+            md.append("Not in this geomean: %s." % ", ".join(left_out))
+            md.append("")
         md.append("![%s](%s/%s.svg)" % (title, stamp, field))
         md.append("")
     if any(w["name"] == "wcet" for w in ws):
@@ -872,6 +890,8 @@ def report(ws, allocs, baseline, rounds, timeout, data, wall):
                              ("%.1f" % s["metrics"][key] if key in s["metrics"] else "–"))
             md.append("| %s | " % label + " | ".join(cells) + " |")
         md.append("")
+    if any(w["name"] == "release" for w in ws):
+        md += release_md(names, summ)
     md.append("## Workloads")
     md.append("")
     for w in ws:
@@ -893,6 +913,81 @@ def report(ws, allocs, baseline, rounds, timeout, data, wall):
     print("bench: report %s (charts and raw data in %s/), wall time %s" % (os.path.relpath(mdpath), os.path.relpath(outdir),
                                                                           fmt_dur(wall)))
     return len(fails)
+
+
+RELEASE_PHASES = ("small", "medium", "large")
+RELEASE_SAMPLES = (("0s", "0 s"), ("100ms", "0.1 s"), ("500ms", "0.5 s"), ("1s", "1 s"), ("2s", "2 s"))
+
+
+def release_table(names, summ, wn):
+    """Terminal table of the release workload: one row per allocator; per phase the RSS when it
+    began, with every block live, and right after / 1 s after the last free (MiB, medians)."""
+    cols = (("base", "base"), ("peak", "peak"), ("rss_0s", "0s"), ("rss_1s", "1s"))
+    cw = 7
+    grp = len(cols) * cw
+    lines = ["", "== release: RSS around the frees, MiB (median; base = when the phase began, peak = all blocks "
+                 "live, 0s / 1s = right after / 1 s after the last free) =="]
+    lines.append("%-*s" % (wn, "") + "".join("  " + (" %s " % ph).center(grp, "-") for ph in RELEASE_PHASES))
+    lines.append("%-*s" % (wn, "allocator") + "".join("  " + "".join("%*s" % (cw, h) for _, h in cols)
+                                                      for _ in RELEASE_PHASES))
+    for a in names:
+        s = summ.get(("release", a))
+        if not s:
+            continue
+        if not s["ok"]:
+            lines.append("%-*s  FAIL: %s" % (wn, a, s["reason"]))
+            continue
+        m = s["metrics"]
+        cells = []
+        for ph in RELEASE_PHASES:
+            cells.append("  " + "".join("%*s" % (cw, "%.1f" % m[k] if k in m else "-")
+                                        for k in ("%s_%s_mib" % (ph, c) for c, _ in cols)))
+        lines.append("%-*s" % (wn, a) + "".join(cells))
+    return lines
+
+
+def release_md(names, summ):
+    """Markdown: the RSS 1 s after the frees per allocator and phase (median [min–max]), then the
+    whole course (medians)."""
+    md = ["## Memory given back (release)", "",
+          "Each phase allocates, touches every page, verifies and frees everything, then the program stays alive "
+          "doing only a few small malloc/free calls (no `malloc_trim`); RSS from `/proc/self/statm`. Cells: RSS when "
+          "the phase began → with every block live → **1 s after the last free** [min–max over rounds], MiB. "
+          "RSS is the whole process's, so what an earlier phase kept shows in the later phases' figures.", ""]
+    md.append("| allocator | " + " | ".join(RELEASE_PHASES) + " |")
+    md.append("|---|" + "---:|" * len(RELEASE_PHASES))
+    rows = []
+    for a in names:
+        s = summ.get(("release", a))
+        if not s:
+            continue
+        if not s["ok"]:
+            md.append("| %s | **FAIL** (%s) |" % (a, s["reason"].replace("|", "/")) + " |" * (len(RELEASE_PHASES) - 1))
+            continue
+        m, mr = s["metrics"], s.get("mrange", {})
+        cells = []
+        for ph in RELEASE_PHASES:
+            k = "%s_rss_1s_mib" % ph
+            if k not in m:
+                cells.append("–")
+                continue
+            lo, hi = mr.get(k, (m[k], m[k]))
+            cells.append("%.1f → %.1f → **%.1f** [%.1f–%.1f]" % (m.get(ph + "_base_mib", 0), m.get(ph + "_peak_mib", 0),
+                                                                m[k], lo, hi))
+        md.append("| %s | " % a + " | ".join(cells) + " |")
+        rows.append((a, m))
+    md.append("")
+    if rows:
+        md.append("The whole course (medians, MiB; time after the last free):")
+        md.append("")
+        md.append("| allocator | phase | base | peak | " + " | ".join(l for _, l in RELEASE_SAMPLES) + " |")
+        md.append("|---|---|" + "---:|" * (2 + len(RELEASE_SAMPLES)))
+        for a, m in rows:
+            for ph in RELEASE_PHASES:
+                vals = [m.get("%s_%s_mib" % (ph, k)) for k in ["base", "peak"] + ["rss_" + x for x, _ in RELEASE_SAMPLES]]
+                md.append("| %s | %s | " % (a, ph) + " | ".join("–" if v is None else "%.1f" % v for v in vals) + " |")
+        md.append("")
+    return md
 
 
 def problems_note(allocs):

@@ -13,7 +13,7 @@ Options (each has an environment variable of the same meaning; options win):
   --quick            QUICK=1       one round, small parameters (about 3 min)
   --smoke            SMOKE=1       one tiny workload per allocator, prints ok/not ok lines (tests)
   --bench LIST       BENCH=LIST    workloads or groups to run, comma/space separated; '*' globs
-                                   (groups: micro stress scaling real latency; e.g. BENCH=larson,redis)
+                                   (groups: micro stress scaling memory real latency; e.g. BENCH=larson,redis)
   --allocs LIST      ALLOCS=LIST   allocators to run (glibc jemalloc tcmalloc mimalloc <instances>)
   --baseline NAME    BASELINE=NAME allocator the ratios and geometric means are relative to (default glibc)
   --rounds N         ROUNDS=N      rounds (default 3; 1 with --quick)

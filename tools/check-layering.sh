@@ -1,17 +1,26 @@
 #!/usr/bin/env bash
 # check-layering.sh — the include graph of sunmao is one-way. Each file may include only:
-#   include/sunmao/core/**            core/ (and libc)
-#   include/sunmao/policies/**        core/, policies/, os/prim.h (error reports need the write primitive)
-#   include/sunmao/os/**              core/, policies/, os/prim.h (an OS layer never includes another)
-#   include/sunmao/layers/core/**     core/, policies/ (a layer reaches other layers only via SM_NEXT:
-#   include/sunmao/layers/addon/**      never another layer, an OS layer or a socket)
-#   include/sunmao/sockets/**         core/, policies/, os/prim.h, sockets/ (shared socket code such
-#                                     as libc_api.h; never a layer, never an OS layer)
+#   include/sunmao/core/**            core/
+#   include/sunmao/platform/**        core/, platform/ (and any system header: the only such place)
+#   include/sunmao/policies/**        core/, policies/, platform/platform.h
+#   include/sunmao/os/**              core/, policies/, platform/platform.h (an OS layer never
+#                                     includes another)
+#   include/sunmao/layers/core/**     core/, policies/, platform/platform.h (a layer reaches other
+#   include/sunmao/layers/addon/**      layers only via SM_NEXT: never another layer, an OS layer or
+#                                       a socket)
+#   include/sunmao/sockets/**         core/, policies/, platform/platform.h, sockets/ (shared socket
+#                                     code such as libc_api.h; never a layer, never an OS layer)
 #   instances/*.c                     anything (the composition), as long as it resolves
-# "libc" is any <...> include not under sunmao/. Both forms are resolved: "x.h" relative to the
-# including file (then include/, as -Iinclude does) and <sunmao/...> under include/. A file in a
-# directory with no rule, an include that does not resolve, or a computed #include (a macro) in a
-# header fails, so new directories and files cannot slip past the check.
+# System headers (<...> not under sunmao/): outside platform/, only those a freestanding C
+# implementation has (stddef.h stdint.h stdbool.h stdarg.h stdalign.h stdnoreturn.h limits.h
+# float.h iso646.h) and string.h (memcpy, memset, memmove and memcmp, which compilers need even
+# freestanding), plus two named exceptions: core/errnum.h's <errno.h> (hosted builds only) and
+# os/malloc_heap.h's <malloc.h> (the OS layer over the C library's malloc is hosted by definition).
+# So every OS call goes through the platform layer (platform/platform.h).
+# Both forms are resolved: "x.h" relative to the including file (then include/, as -Iinclude does)
+# and <sunmao/...> under include/. A file in a directory with no rule, an include that does not
+# resolve, or a computed #include (a macro) in a header fails, so new directories and files cannot
+# slip past the check.
 # Usage: tools/check-layering.sh [file ...]   (default: every include/**/*.h and instances/*.c)
 # Prints one line per file: ok layering: <path> | not ok layering: <path>: <why>; exits 1 on failure.
 set -u -f
@@ -29,12 +38,27 @@ rule_for() {
     case "$1" in
         instances/*.c) echo ANY ;;
         include/sunmao/core/*) echo "core/" ;;
-        include/sunmao/policies/*) echo "core/ policies/ os/prim.h" ;;
-        include/sunmao/os/*) echo "core/ policies/ os/prim.h" ;;
-        include/sunmao/layers/core/* | include/sunmao/layers/addon/*) echo "core/ policies/" ;;
-        include/sunmao/sockets/*) echo "core/ policies/ os/prim.h sockets/" ;;
+        include/sunmao/platform/*) echo "core/ platform/" ;;
+        include/sunmao/policies/*) echo "core/ policies/ platform/platform.h" ;;
+        include/sunmao/os/*) echo "core/ policies/ platform/platform.h" ;;
+        include/sunmao/layers/core/* | include/sunmao/layers/addon/*) echo "core/ policies/ platform/platform.h" ;;
+        include/sunmao/sockets/*) echo "core/ policies/ platform/platform.h sockets/" ;;
         *) echo "" ;;
     esac
+}
+
+# May file include the system header <h>? (See the head comment.)
+system_ok() {
+    case "$1" in
+        instances/*.c | include/sunmao/platform/*) return 0 ;;
+    esac
+    case "$2" in
+        stddef.h | stdint.h | stdbool.h | stdarg.h | stdalign.h | stdnoreturn.h | limits.h | float.h | iso646.h | string.h) return 0 ;;
+    esac
+    case "$1:$2" in
+        include/sunmao/core/errnum.h:errno.h | include/sunmao/os/malloc_heap.h:malloc.h) return 0 ;;
+    esac
+    return 1
 }
 
 fails=0
@@ -60,7 +84,8 @@ for f in "${files[@]}"; do
             case "$target" in
                 sunmao/*) res=$(realpath -m --relative-to="$root" "include/$target")
                     [ -f "$res" ] || { why+=("<$target> does not resolve"); continue; } ;;
-                *) continue ;;   # libc / system header
+                *) system_ok "$f" "$target" || why+=("includes the system header <$target> (OS services go through platform/platform.h)")
+                   continue ;;
             esac
         elif [[ "$line" =~ ^[[:space:]]*#[[:space:]]*include ]]; then
             [ "$rule" = ANY ] || why+=("computed or malformed #include: ${line#"${line%%[![:space:]]*}"}")

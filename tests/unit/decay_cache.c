@@ -125,7 +125,7 @@ static bool is_mapped(void *p, size_t len) { return msync(p, len, MS_ASYNC) == 0
 static bool unmapped(void *p) { return msync(p, 4096, MS_ASYNC) != 0 && errno == ENOMEM; }
 static size_t resident_pages(void *p, size_t len)
 {
-    size_t page = sm_os_page_size(), n = (len + page - 1) / page, r = 0;
+    size_t page = sm_plat_page_size(), n = (len + page - 1) / page, r = 0;
     unsigned char vec[4096];
     for (size_t done = 0; done < n; done += sizeof vec) {
         size_t k = n - done < sizeof vec ? n - done : sizeof vec;
@@ -220,7 +220,7 @@ static void idle_blocks_are_purged_then_returned(void)
     unsigned long purges = counts.purges, frees = counts.frees;
     FREE(dc, a.ptr);
     poke();
-    CHECK(counts.purges == purges && resident_pages(a.ptr, n) == n / sm_os_page_size());
+    CHECK(counts.purges == purges && resident_pages(a.ptr, n) == n / sm_plat_page_size());
     sleep_ms(80);
     poke();
     CHECKF(counts.purges == purges + 1, "%lu purges", counts.purges - purges);

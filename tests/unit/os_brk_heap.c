@@ -36,7 +36,7 @@ static void alignment_and_sizes(void)
 {
     static const size_t sizes[] = { 0, 1, 16, 4095, 4097, 65536, 300000, (1u << 20) + 1 };
     static const size_t aligns[] = { 16, 256, 4096, 65536, 1u << 20 };
-    size_t page = sm_os_page_size();
+    size_t page = sm_plat_page_size();
     void *live[8 * 5];
     int n = 0;
     for (size_t i = 0; i < sizeof sizes / sizeof *sizes; i++)
@@ -92,7 +92,7 @@ static void freeing_the_top_lowers_the_break(void)
 
 static void first_fit_reuse_and_coalescing(void)
 {
-    size_t page = sm_os_page_size();
+    size_t page = sm_plat_page_size();
     sm_mctx_t a = ALLOC(3 * page, 16), b = ALLOC(3 * page, 16), c = ALLOC(3 * page, 16), guard = ALLOC(page, 16);
     CHECK((char *)b.ptr == (char *)a.ptr + 3 * page && (char *)c.ptr == (char *)b.ptr + 3 * page);
     FREE(b.ptr, 0, 0);
@@ -112,7 +112,7 @@ static void first_fit_reuse_and_coalescing(void)
 
 static void resize_in_place(void)
 {
-    size_t page = sm_os_page_size();
+    size_t page = sm_plat_page_size();
     sm_mctx_t a = ALLOC(4 * page, 16), b = ALLOC(page, 16);
     check_fill(a.ptr, 2 * page, 5);
     sm_mctx_t r = sm_mctx_block(a.ptr, 0, 0);
@@ -135,7 +135,7 @@ static void foreign_break_moves_start_a_new_run(void)
     CHECK(foreign != (char *)-1);
     memset(foreign, 0x77, 3 * 4096 + 8);
     sm_mctx_t b = ALLOC(200000, 4096);
-    CHECK(b.ptr && (char *)b.ptr >= foreign + 3 * 4096 + 8 && sm_ptr_aligned(b.ptr, sm_os_page_size()));
+    CHECK(b.ptr && (char *)b.ptr >= foreign + 3 * 4096 + 8 && sm_ptr_aligned(b.ptr, sm_plat_page_size()));
     check_fill(b.ptr, 200000, 7);
     CHECK(check_verify(a.ptr, 10000, 6) && check_verify(b.ptr, 200000, 7));
     for (int i = 0; i < 3 * 4096 + 8; i++)

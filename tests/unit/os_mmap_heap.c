@@ -58,7 +58,7 @@ static const size_t aligns[] = { 16, 64, 4096, 65536, 1u << 20, 2u << 20 };
 #define ALIGNMENT_CASE(inst)                                                                                      \
     static void inst##_alignment_and_sizes(void)                                                                 \
     {                                                                                                            \
-        size_t page = sm_os_page_size();                                                                         \
+        size_t page = sm_plat_page_size();                                                                         \
         for (size_t i = 0; i < sizeof sizes / sizeof *sizes; i++)                                                \
             for (size_t j = 0; j < sizeof aligns / sizeof *aligns; j++) {                                        \
                 sm_mctx_t c = ALLOC(inst, sizes[i], aligns[j]);                                                  \
@@ -111,7 +111,7 @@ static void free_unmaps_direct_mappings(void)
     CHECK(c.ptr && is_mapped(c.ptr, len));
     memset(c.ptr, 0x5a, len);
     FREE(mm, c.ptr, 0, 0);
-    CHECK(!is_mapped(c.ptr, sm_os_page_size()));
+    CHECK(!is_mapped(c.ptr, sm_plat_page_size()));
     sm_mctx_t m = sm_mctx_block(c.ptr, 0, 0);
     CHECK(!mm_getmeta(&m));
 }
@@ -127,7 +127,7 @@ static void getmeta_rejects_foreign_pointers(void)
         CHECKF(!mm_getmeta(&m) && !mmt_getmeta(&m), "pointer %zu claimed", i);
     }
     sm_mctx_t m = sm_mctx_block(c.ptr, 0, 0);
-    CHECK(mm_getmeta(&m) && m.usable == sm_align_up(3 * 4096, sm_os_page_size()));
+    CHECK(mm_getmeta(&m) && m.usable == sm_align_up(3 * 4096, sm_plat_page_size()));
     CHECK(!mmt_getmeta(&m)); /* each instance knows only its own blocks */
     free(heap);
     FREE(mm, c.ptr, 0, 0);
@@ -179,7 +179,7 @@ static void out_of_memory_is_null_and_enomem(void)
 
 static void resize_shrinks_and_grows_in_place(void)
 {
-    size_t page = sm_os_page_size(), big = (size_t)1 << 20;
+    size_t page = sm_plat_page_size(), big = (size_t)1 << 20;
     sm_mctx_t c = ALLOC(mm, big, 16);
     check_fill(c.ptr, 64 << 10, 1);
     sm_mctx_t r = sm_mctx_block(c.ptr, 0, 0);
@@ -202,7 +202,7 @@ static void resize_shrinks_and_grows_in_place(void)
 
 static void thread_heap_reuses_purged_blocks(void)
 {
-    size_t page = sm_os_page_size();
+    size_t page = sm_plat_page_size();
     sm_mctx_t a = ALLOC(mmt, 5 * page, 16);
     sm_mctx_t b = ALLOC(mmt, 5 * page, 16);
     CHECK(a.ptr && b.ptr && sm_ptr_aligned(a.ptr, page));
@@ -335,7 +335,7 @@ static void fork_hooks_leave_both_sides_usable(void)
 
 static size_t resident_pages(void *p, size_t len)
 {
-    size_t page = sm_os_page_size(), n = len / page, r = 0;
+    size_t page = sm_plat_page_size(), n = len / page, r = 0;
     unsigned char vec[256];
     if (n > sizeof vec || mincore(p, len, vec) != 0)
         return SIZE_MAX;
@@ -347,7 +347,7 @@ static size_t resident_pages(void *p, size_t len)
 /* purge (asked for by decay_cache): pages go, the mapping and the block stay. */
 static void purge_drops_pages_but_keeps_the_block(void)
 {
-    size_t page = sm_os_page_size(), len = 64 * page;
+    size_t page = sm_plat_page_size(), len = 64 * page;
     sm_mctx_t c = ALLOC(mm, len, 16);
     memset(c.ptr, 0x6b, len);
     CHECK(resident_pages(c.ptr, len) == 64);
@@ -395,7 +395,7 @@ static void huge_mappings_are_huge_aligned(void)
 
 /* ---- split and remap (beyond the contract, for decay_cache) ---- */
 
-static bool unmapped(void *p) { return msync(p, sm_os_page_size(), MS_ASYNC) != 0 && errno == ENOMEM; }
+static bool unmapped(void *p) { return msync(p, sm_plat_page_size(), MS_ASYNC) != 0 && errno == ENOMEM; }
 static size_t usable_of(bool (*getmeta)(sm_mctx_t *), void *p)
 {
     sm_mctx_t m = sm_mctx_block(p, 0, 0);
@@ -424,7 +424,7 @@ static void *guard_after(void *p, size_t len, size_t guard)
 static void split_makes_two_independent_blocks(void)
 {
     reset_errors();
-    size_t page = sm_os_page_size(), len = (size_t)4 << 20, head = (size_t)1 << 20;
+    size_t page = sm_plat_page_size(), len = (size_t)4 << 20, head = (size_t)1 << 20;
     sm_mctx_t c = ALLOC(mm, len, 16);
     CHECK(c.ptr && MM_USABLE(c.ptr) == len);
     if (!c.ptr)
@@ -479,7 +479,7 @@ static void split_makes_two_independent_blocks(void)
 static void split_refuses_what_it_cannot_cut(void)
 {
     reset_errors();
-    size_t page = sm_os_page_size(), len = 16 * page;
+    size_t page = sm_plat_page_size(), len = 16 * page;
     sm_mctx_t c = ALLOC(mm, len, 16);
     char *p = (char *)c.ptr;
     check_fill(p, len, 21);
@@ -544,7 +544,7 @@ static void remap_grows_in_place_when_the_pages_are_free(void)
     check_fill(p, len, 31);
     r = sm_mctx_block(p, 0, 0);
     CHECK(mm_remap(&r, 4 * len + 100)); /* rounded up to a page */
-    size_t want = sm_align_up(4 * len + 100, sm_os_page_size());
+    size_t want = sm_align_up(4 * len + 100, sm_plat_page_size());
     CHECKF(r.ptr == p, "moved from %p to %p although the pages after it were free", (void *)p, r.ptr);
     if (r.ptr != p) {
         FREE(mm, r.ptr, 0, 0);
@@ -566,7 +566,7 @@ static void remap_grows_in_place_when_the_pages_are_free(void)
 static void remap_moves_when_the_next_pages_are_taken(void)
 {
     reset_errors();
-    size_t page = sm_os_page_size(), len = (size_t)1 << 20, big = (size_t)2 << 20;
+    size_t page = sm_plat_page_size(), len = (size_t)1 << 20, big = (size_t)2 << 20;
     sm_mctx_t c = ALLOC(mm, big, 16);
     char *p = (char *)c.ptr;
     sm_mctx_t r = sm_mctx_block(p, 0, 0);
@@ -630,7 +630,7 @@ static void remap_moves_when_the_next_pages_are_taken(void)
 static void remap_failure_leaves_the_block_intact(void)
 {
     reset_errors();
-    size_t page = sm_os_page_size(), len = 64 * page;
+    size_t page = sm_plat_page_size(), len = 64 * page;
     sm_mctx_t c = ALLOC(mm, len, 16);
     char *p = (char *)c.ptr;
     check_fill(p, len, 51);
@@ -669,7 +669,7 @@ static atomic_int race_stop;
 static atomic_ulong race_lost, race_moves, race_maps;
 static void *race_mover(void *arg)
 {
-    size_t page = sm_os_page_size(), len = (size_t)(uintptr_t)arg * page;
+    size_t page = sm_plat_page_size(), len = (size_t)(uintptr_t)arg * page;
     while (!atomic_load(&race_stop)) {
         sm_mctx_t c = ALLOC(mm, len, 16);
         if (!c.ptr)
@@ -685,7 +685,7 @@ static void *race_mover(void *arg)
 }
 static void *race_mapper(void *arg)
 {
-    size_t page = sm_os_page_size(), len = (size_t)(uintptr_t)arg * page;
+    size_t page = sm_plat_page_size(), len = (size_t)(uintptr_t)arg * page;
     while (!atomic_load(&race_stop)) {
         sm_mctx_t c = ALLOC(mm, len, 16);
         if (!c.ptr)

@@ -1,6 +1,6 @@
 /* Unit test of the sheap OS layer (static pool): a .bss pool with a lock, a user-supplied buffer,
  * and a freestanding-style instance whose error policy is local, which must not pull in any
- * Linux header (checked below: os/prim.h must not have been included by then). */
+ * Linux header (checked below: platform/linux.h must not have been included by then). */
 #include <stdbool.h>
 #include <stddef.h>
 
@@ -17,8 +17,8 @@ static inline void sm_err_tiny_raise(int kind, const char *layer, const void *pt
 #define SM_ERR tiny
 #define SM_OPT_POOL_SIZE 4096
 #include <sunmao/os/sheap.h>
-#ifdef SUNMAO_OS_PRIM_H
-#error "sheap pulled in os/prim.h: it must build without an operating system"
+#ifdef SUNMAO_PLATFORM_LINUX_H
+#error "sheap pulled in platform/linux.h: it must build without an operating system"
 #endif
 
 #include <pthread.h>

@@ -16,14 +16,14 @@
  * and only if the break is still where we left it. Free-list operations walk the list: the layer
  * is meant to feed a core layer that asks for large chunks, rarely.
  *
- * Every block's first page is recorded in a page map (nodes from sm_os_map, since the break itself
+ * Every block's first page is recorded in a page map (nodes from sm_plat_map, since the break itself
  * must not hold them), so free without a size, getmeta and foreign-pointer checks are lookups.
  * Limits: sbrk is process-global and not thread-safe in the C library; other code calling sbrk
  * concurrently with this layer is outside what any lock here can protect. */
 #include "../core/layer.h"
 #include "../core/errors.h"
 #include "../core/pagemap.h"
-#include "prim.h"
+#include "../platform/platform.h"
 
 #ifndef SM_LAYER
 #error "brk_heap: define SM_LAYER (this instance's name) before including"
@@ -69,7 +69,7 @@ enum {
     SM_FN(zeroed) = 0,
 };
 
-static void *SM_FN(node_alloc)(size_t bytes) { return sm_os_map(bytes); }
+static void *SM_FN(node_alloc)(size_t bytes) { return sm_plat_map(bytes); }
 
 SM_INLINE uintptr_t SM_FN(word)(const void *p)
 {
@@ -85,7 +85,7 @@ SM_INLINE bool SM_FN(record)(void *p, uintptr_t w)
 
 SM_INLINE int SM_FN(create)(void)
 {
-    (void)sm_os_page_size();
+    (void)sm_plat_page_size();
     return 0;
 }
 
@@ -93,9 +93,9 @@ static void SM_FN(trim_locked)(void)
 {
     char *keep = SM_FN(obj).top;
     size_t unused = (size_t)(SM_FN(obj).brk_end - keep);
-    if (unused < (size_t)(SM_OPT_GROWTH) || sm_os_sbrk(0) != SM_FN(obj).brk_end)
+    if (unused < (size_t)(SM_OPT_GROWTH) || sm_plat_sbrk(0) != SM_FN(obj).brk_end)
         return; /* little to gain, or someone else's memory now lies above ours */
-    if (sm_os_sbrk(-(intptr_t)unused)) {
+    if (sm_plat_sbrk(-(intptr_t)unused)) {
         SM_FN(obj).brk_end = keep;
         if (SM_FN(obj).clean_from > keep)
             SM_FN(obj).clean_from = keep;
@@ -140,13 +140,13 @@ static void SM_FN(insert_free_locked)(char *b, size_t size)
  * where it is. false with errno = ENOMEM when sbrk refuses. Caller holds the lock. */
 static bool SM_FN(extend_locked)(size_t need)
 {
-    size_t page = sm_os_page_size();
+    size_t page = sm_plat_page_size();
     size_t incr = sm_align_up(need, (size_t)(SM_OPT_GROWTH) > page ? (size_t)(SM_OPT_GROWTH) : page);
     if (incr < need || incr > (size_t)INTPTR_MAX) {
         errno = ENOMEM;
         return false;
     }
-    char *old = (char *)sm_os_sbrk((intptr_t)incr);
+    char *old = (char *)sm_plat_sbrk((intptr_t)incr);
     if (!old)
         return false;
     if (old == SM_FN(obj).brk_end) {
@@ -180,7 +180,7 @@ static void SM_FN(take_from_free_locked)(struct SM_FN(free_block) *f, char *a, s
 
 SM_INLINE void *SM_FN(alloc)(sm_mctx_t *c)
 {
-    size_t page = sm_os_page_size();
+    size_t page = sm_plat_page_size();
     if (c->size > SIZE_MAX / 4 || c->align > SIZE_MAX / 4) {
         errno = ENOMEM;
         return c->ptr = NULL;
@@ -267,7 +267,7 @@ SM_INLINE bool SM_FN(resize)(sm_mctx_t *c, size_t n)
     char *p = (char *)c->ptr;
     if (n > SIZE_MAX / 4)
         return false;
-    size_t want = sm_align_up(n ? n : 1, sm_os_page_size());
+    size_t want = sm_align_up(n ? n : 1, sm_plat_page_size());
     bool ok = false;
     SM_SYNC_FN(lock)(&SM_FN(obj).lock);
     uintptr_t w = SM_FN(word)(p);
@@ -287,7 +287,7 @@ SM_INLINE bool SM_FN(resize)(sm_mctx_t *c, size_t n)
             SM_FN(take_from_free_locked)((struct SM_FN(free_block) *)end, end, extra);
             ok = true;
         } else if (end == SM_FN(obj).top) {
-            if ((size_t)(SM_FN(obj).brk_end - end) < extra && sm_os_sbrk(0) == SM_FN(obj).brk_end)
+            if ((size_t)(SM_FN(obj).brk_end - end) < extra && sm_plat_sbrk(0) == SM_FN(obj).brk_end)
                 SM_FN(extend_locked)(extra - (size_t)(SM_FN(obj).brk_end - end));
             ok = end == SM_FN(obj).top && (size_t)(SM_FN(obj).brk_end - end) >= extra;
             if (ok) {
@@ -307,10 +307,10 @@ SM_INLINE bool SM_FN(resize)(sm_mctx_t *c, size_t n)
  * holds, so it is ours and mapped; the break's pages are anonymous memory like any other. */
 SM_INLINE bool SM_FN(purge)(sm_mctx_t *c)
 {
-    size_t page = sm_os_page_size(), bytes = sm_align_up(c->size, page);
+    size_t page = sm_plat_page_size(), bytes = sm_align_up(c->size, page);
     if (!sm_ptr_aligned(c->ptr, page) || !c->size || bytes < c->size)
         return false;
-    return sm_os_purge(c->ptr, bytes, !(c->flags & SM_F_ZERO)) == 0;
+    return sm_plat_purge(c->ptr, bytes, !(c->flags & SM_F_ZERO)) == 0;
 }
 
 /* Freed blocks wait on the free list for the next request (the top of the heap is trimmed on free);
@@ -320,12 +320,12 @@ SM_INLINE bool SM_FN(purge)(sm_mctx_t *c)
  * while layers note memory to give back), and re-purging pages that are gone costs little. */
 SM_UNUSED static void SM_FN(release)(sm_release_t *r)
 {
-    size_t page = sm_os_page_size();
+    size_t page = sm_plat_page_size();
     SM_SYNC_FN(lock)(&SM_FN(obj).lock);
     for (struct SM_FN(free_block) *f = SM_FN(obj).free_list; f; f = f->next) {
         if (f->size < ((size_t)64 << 10) || f->size < 2 * page)
             continue;
-        if (sm_os_purge((char *)f + page, f->size - page, false) == 0)
+        if (sm_plat_purge((char *)f + page, f->size - page, false) == 0)
             r->released += f->size - page;
     }
     SM_SYNC_FN(unlock)(&SM_FN(obj).lock);

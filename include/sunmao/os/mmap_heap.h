@@ -31,7 +31,7 @@
 #include "../core/layer.h"
 #include "../core/errors.h"
 #include "../core/pagemap.h"
-#include "prim.h"
+#include "../platform/platform.h"
 
 #ifndef SM_LAYER
 #error "mmap_heap: define SM_LAYER (this instance's name) before including"
@@ -100,11 +100,11 @@ enum {
 
 SM_INLINE size_t SM_FN(granularity)(void)
 {
-    size_t page = sm_os_page_size(), growth = SM_OPT_GROWTH;
+    size_t page = sm_plat_page_size(), growth = SM_OPT_GROWTH;
     return growth > page ? growth : page;
 }
 
-static void *SM_FN(node_alloc)(size_t bytes) { return sm_os_map(bytes); }
+static void *SM_FN(node_alloc)(size_t bytes) { return sm_plat_map(bytes); }
 
 SM_INLINE uintptr_t SM_FN(word)(const void *p)
 {
@@ -125,7 +125,7 @@ SM_INLINE bool SM_FN(record)(void *p, uintptr_t w)
 
 SM_INLINE int SM_FN(create)(void)
 {
-    (void)sm_os_page_size();
+    (void)sm_plat_page_size();
     return 0;
 }
 
@@ -139,16 +139,16 @@ SM_SLOWPATH void *SM_FN(map_direct)(sm_mctx_t *c)
     size_t bytes = sm_align_up(c->size ? c->size : 1, SM_FN(granularity)());
     if (SM_OPT_HUGE_PAGES && bytes >= SM_FN(huge_bytes) && align < SM_FN(huge_bytes))
         align = SM_FN(huge_bytes);
-    void *p = sm_os_map_aligned(bytes, align);
+    void *p = sm_plat_map_aligned(bytes, align);
     if (!p)
         return c->ptr = NULL;
     if (SM_OPT_HUGE_PAGES && bytes >= SM_FN(huge_bytes))
-        sm_os_hint_huge(p, bytes);
+        sm_plat_hint_huge(p, bytes);
     SM_SYNC_FN(lock)(&SM_FN(obj).lock);
     bool ok = SM_FN(record)(p, bytes | SM_FN(w_direct));
     SM_SYNC_FN(unlock)(&SM_FN(obj).lock);
     if (!ok) { /* no memory for the registry: a block we could not recognise must not escape */
-        sm_os_unmap(p, bytes);
+        sm_plat_unmap(p, bytes);
         errno = ENOMEM;
         return c->ptr = NULL;
     }
@@ -183,11 +183,11 @@ SM_UNUSED static void *SM_FN(take_freed_locked)(size_t bytes, size_t *usable)
 SM_UNUSED static bool SM_FN(new_region)(void)
 {
     size_t size = SM_OPT_THREAD_HEAP_SIZE;
-    char *base = (char *)sm_os_map(size);
+    char *base = (char *)sm_plat_map(size);
     if (!base)
         return false;
     if (SM_OPT_HUGE_PAGES)
-        sm_os_hint_huge(base, size);
+        sm_plat_hint_huge(base, size);
     const size_t leaf_span = (size_t)1 << (SM_FN(granule_shift) + SM_PAGEMAP_NODE_BITS);
     bool ok = true;
     SM_SYNC_FN(lock)(&SM_FN(obj).lock);
@@ -195,7 +195,7 @@ SM_UNUSED static bool SM_FN(new_region)(void)
         ok = SM_FN(record)(g, SM_FN(w_free)) && SM_FN(record)(g, 0); /* w_free alone: not a block */
     SM_SYNC_FN(unlock)(&SM_FN(obj).lock);
     if (!ok) {
-        sm_os_unmap(base, size);
+        sm_plat_unmap(base, size);
         return false;
     }
     SM_FN(region).cur = base, SM_FN(region).end = base + size;
@@ -237,7 +237,7 @@ SM_SLOWPATH SM_UNUSED void *SM_FN(carve_slow)(sm_mctx_t *c, size_t bytes)
 
 SM_INLINE void *SM_FN(alloc)(sm_mctx_t *c)
 {
-    size_t page = sm_os_page_size();
+    size_t page = sm_plat_page_size();
     if (SM_OPT_THREAD_HEAP_SIZE && c->size <= SM_MMAP_THREAD_MAX && c->align <= page) {
         size_t bytes = sm_align_up(c->size ? c->size : 1, page);
         char *p = SM_FN(region).cur;
@@ -263,7 +263,7 @@ SM_SLOWPATH void SM_FN(bad_free)(void *p, uintptr_t w)
 /* Drop a carved block's pages (they read as zero afterwards), then offer it for reuse. */
 SM_SLOWPATH void SM_FN(free_carved)(void *p, size_t size)
 {
-    sm_os_purge(p, size, false);
+    sm_plat_purge(p, size, false);
     struct SM_FN(link) *b = (struct SM_FN(link) *)p;
     unsigned bin = sm_log2_floor(size >> SM_FN(granule_shift));
     if (bin >= SM_FN(bin_count))
@@ -296,7 +296,7 @@ SM_INLINE void SM_FN(free)(sm_mctx_t *c)
         return;
     }
     if (w & SM_FN(w_direct)) {
-        sm_os_unmap(p, size);
+        sm_plat_unmap(p, size);
         return;
     }
     SM_FN(free_carved)(p, size);
@@ -330,10 +330,10 @@ SM_INLINE bool SM_FN(resize)(sm_mctx_t *c, size_t n)
         SM_SYNC_FN(lock)(&SM_FN(obj).lock);
         SM_FN(record)(p, want | SM_FN(w_direct));
         SM_SYNC_FN(unlock)(&SM_FN(obj).lock);
-        sm_os_unmap((char *)p + want, size - want);
+        sm_plat_unmap((char *)p + want, size - want);
         return true;
     }
-    if (sm_os_remap_inplace(p, size, want) != 0)
+    if (sm_plat_remap_inplace(p, size, want) != 0)
         return false;
     SM_SYNC_FN(lock)(&SM_FN(obj).lock);
     SM_FN(record)(p, want | SM_FN(w_direct));
@@ -349,7 +349,7 @@ SM_INLINE bool SM_FN(resize)(sm_mctx_t *c, size_t n)
  * start, an unaligned pointer, or a failed madvise (an unmapped range). */
 SM_INLINE bool SM_FN(purge)(sm_mctx_t *c)
 {
-    size_t page = sm_os_page_size();
+    size_t page = sm_plat_page_size();
     if (!sm_ptr_aligned(c->ptr, page))
         return false;
     uintptr_t w = SM_FN(word)(c->ptr);
@@ -361,7 +361,7 @@ SM_INLINE bool SM_FN(purge)(sm_mctx_t *c)
     } else if (!c->size || bytes < c->size || (uintptr_t)c->ptr + bytes < (uintptr_t)c->ptr) {
         return false;
     }
-    return sm_os_purge(c->ptr, bytes, !(c->flags & SM_F_ZERO)) == 0;
+    return sm_plat_purge(c->ptr, bytes, !(c->flags & SM_F_ZERO)) == 0;
 }
 
 /* Nothing to give back: freed blocks are unmapped, freed carved blocks purged when freed. */
@@ -412,7 +412,7 @@ SM_SLOWPATH SM_UNUSED bool SM_FN(remap)(sm_mctx_t *c, size_t n)
         return SM_FN(resize)(c, n);
     if (SM_FN(resize)(c, n)) /* the pages after it were free */
         return true;
-    char *q = (char *)sm_os_map(want);
+    char *q = (char *)sm_plat_map(want);
     if (!q)
         return false;
     SM_SYNC_FN(lock)(&SM_FN(obj).lock);
@@ -420,7 +420,7 @@ SM_SLOWPATH SM_UNUSED bool SM_FN(remap)(sm_mctx_t *c, size_t n)
     if (ok)
         SM_FN(record)(p, 0); /* node exists: cannot fail */
     SM_SYNC_FN(unlock)(&SM_FN(obj).lock);
-    if (ok && mremap(p, size, want, MREMAP_MAYMOVE | MREMAP_FIXED, q) == q) {
+    if (ok && sm_plat_remap_to(p, size, want, q) == 0) {
         c->ptr = q;
         return true;
     }
@@ -431,7 +431,7 @@ SM_SLOWPATH SM_UNUSED bool SM_FN(remap)(sm_mctx_t *c, size_t n)
         SM_FN(record)(q, 0);
     }
     SM_SYNC_FN(unlock)(&SM_FN(obj).lock);
-    sm_os_unmap(q, want);
+    sm_plat_unmap(q, want);
     return false;
 }
 
@@ -441,7 +441,7 @@ SM_INLINE void SM_FN(thread_exit)(void)
         return;
     char *cur = SM_FN(region).cur, *end = SM_FN(region).end;
     SM_FN(region).cur = SM_FN(region).end = NULL;
-    if ((size_t)(end - cur) < sm_os_page_size())
+    if ((size_t)(end - cur) < sm_plat_page_size())
         return;
     struct SM_FN(link) *t = (struct SM_FN(link) *)cur;
     SM_SYNC_FN(lock)(&SM_FN(obj).lock);

@@ -50,16 +50,13 @@
  * a forked child starts its own the same way. Processes that free nothing medium or large never
  * get one. So RSS follows frees within the decay times even when the program goes idle or only
  * allocates small blocks, with nothing added to the hit paths. */
-#include <errno.h>
-#include <pthread.h>
-#include <signal.h>
 #include <stdint.h>
 #include <string.h>
-#include <sys/auxv.h>
 #include "../core/bits.h"
+#include "../core/errnum.h"
 #include "../core/layer.h"
 #include "../core/secret.h"
-#include "../os/prim.h"
+#include "../platform/platform.h"
 
 #ifndef SM_NEXT
 #error "socket: define SM_NEXT (the top layer of the composition) before including"
@@ -80,15 +77,15 @@ _Static_assert(SM_PROP(SM_NEXT, min_align) >= SM_MIN_ALIGN, "socket: the layer b
 enum { SM_SOCKET_UNINIT, SM_SOCKET_INITIALISING, SM_SOCKET_READY };
 static int sm_socket_state;
 static int sm_socket_hooks_registered;
-static pthread_mutex_t sm_socket_init_lock = PTHREAD_MUTEX_INITIALIZER;
+static sm_plat_lock_t sm_socket_init_lock = SM_PLAT_LOCK_INIT;
 
 #ifndef SM_SOCKET_THREAD_EXIT
 #define SM_SOCKET_THREAD_EXIT 0
 #endif
 #if SM_SOCKET_THREAD_EXIT
-/* A pthread key's destructor is the one exit hook that also runs for threads the program did
- * not create through us; it needs a non-NULL value, set at each thread's first request. */
-static pthread_key_t sm_socket_thread_key;
+/* The platform's exit key is the one hook that also runs for threads the program did not create
+ * through us; it needs a non-NULL value, set at each thread's first request. */
+static sm_plat_key_t sm_socket_thread_key;
 static __thread bool sm_socket_thread_attached;
 static void sm_socket_thread_exit(void *unused)
 {
@@ -98,7 +95,7 @@ static void sm_socket_thread_exit(void *unused)
 SM_SLOWPATH void sm_socket_thread_attach(void)
 {
     sm_socket_thread_attached = true;
-    pthread_setspecific(sm_socket_thread_key, (void *)1);
+    sm_plat_key_set(sm_socket_thread_key, (void *)1);
 }
 #endif
 
@@ -117,17 +114,17 @@ static void *sm_socket_bg_main(void *unused)
     (void)unused;
     for (;;) {
         __atomic_store_n(&sm_release_pending, 0, __ATOMIC_SEQ_CST);
-        sm_release_t r = sm_release_request(sm_os_now_ms(), SM_RELEASE_DECAYED);
+        sm_release_t r = sm_release_request(sm_plat_now_ms(), SM_RELEASE_DECAYED);
         SM_NEXT_FN(release)(&r);
-        sm_os_sleep_ms(SM_SOCKET_RELEASE_MIN_MS);
-        uint64_t now = sm_os_now_ms();
+        sm_plat_sleep_ms(SM_SOCKET_RELEASE_MIN_MS);
+        uint64_t now = sm_plat_now_ms();
         if (r.next_ms != UINT64_MAX && r.next_ms <= now)
             continue;
         /* Sleep until the next due time, or until a note (the sleeper flag and the note's
          * exchange, both sequentially consistent, make sure one of the two sides sees the other). */
         __atomic_store_n(&sm_release_sleeper, 1, __ATOMIC_SEQ_CST);
         if (!__atomic_load_n(&sm_release_pending, __ATOMIC_SEQ_CST))
-            sm_os_wait_while(&sm_release_pending, 0, r.next_ms == UINT64_MAX ? UINT64_MAX : r.next_ms - now);
+            sm_plat_wait_while(&sm_release_pending, 0, r.next_ms == UINT64_MAX ? UINT64_MAX : r.next_ms - now);
         __atomic_store_n(&sm_release_sleeper, 0, __ATOMIC_SEQ_CST);
     }
     return NULL;
@@ -139,24 +136,9 @@ SM_SLOWPATH void sm_socket_bg_start(void)
     if (!__atomic_compare_exchange_n(&sm_socket_bg_state, &none, SM_SOCKET_BG_RUNNING, false, __ATOMIC_ACQ_REL,
                                      __ATOMIC_RELAXED))
         return;
-    sm_release_wake = sm_os_wake;
-    sigset_t all, old;
-    sigfillset(&all);
-    pthread_sigmask(SIG_SETMASK, &all, &old); /* the thread inherits it: no signal is ever its */
-    pthread_attr_t attr;
-    pthread_t t;
-    int rc = pthread_attr_init(&attr);
-    if (rc == 0) {
-        pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
-        pthread_attr_setstacksize(&attr, (size_t)128 << 10);
-        rc = pthread_create(&t, &attr, sm_socket_bg_main, NULL);
-        pthread_attr_destroy(&attr);
-    }
-    pthread_sigmask(SIG_SETMASK, &old, NULL);
-    if (rc != 0) /* no thread (a sandbox, a thread limit): memory still goes back on requests */
-        __atomic_store_n(&sm_socket_bg_state, SM_SOCKET_BG_FAILED, __ATOMIC_RELEASE);
-    else
-        pthread_setname_np(t, "sunmao-release");
+    sm_release_wake = sm_plat_wake;
+    if (!sm_plat_spawn(sm_socket_bg_main, "sunmao-release")) /* a sandbox, a thread limit: memory */
+        __atomic_store_n(&sm_socket_bg_state, SM_SOCKET_BG_FAILED, __ATOMIC_RELEASE); /* still goes back on requests */
 }
 
 /* After a whole-stack request, with no lock held: start the clock once something is pending. */
@@ -180,31 +162,28 @@ static void sm_socket_fork_child(void)
 
 SM_SLOWPATH bool sm_socket_init_slow(void)
 {
-    pthread_mutex_lock(&sm_socket_init_lock);
+    sm_plat_lock(&sm_socket_init_lock);
     int state = __atomic_load_n(&sm_socket_state, __ATOMIC_ACQUIRE);
     if (state == SM_SOCKET_UNINIT) {
         __atomic_store_n(&sm_socket_state, SM_SOCKET_INITIALISING, __ATOMIC_RELAXED);
-        const unsigned char *random = (const unsigned char *)getauxval(AT_RANDOM);
-        if (random) {
-            uint64_t seed;
-            memcpy(&seed, random, sizeof seed);
+        uint64_t seed;
+        if (sm_plat_entropy(&seed, sizeof seed))
             sm_secret_seed(seed);
-        }
         if (SM_NEXT_FN(create)() == 0)
             state = SM_SOCKET_READY;
         else
             state = SM_SOCKET_UNINIT; /* try again on the next call; this one fails with ENOMEM */
         __atomic_store_n(&sm_socket_state, state, __ATOMIC_RELEASE);
     }
-    pthread_mutex_unlock(&sm_socket_init_lock);
+    sm_plat_unlock(&sm_socket_init_lock);
     if (state != SM_SOCKET_READY)
         return false;
     /* Registered outside the init lock and after the stack is ready: glibc's pthread_atfork
      * allocates, and that allocation must find a working allocator, not a held lock. */
     if (!__atomic_exchange_n(&sm_socket_hooks_registered, 1, __ATOMIC_ACQ_REL)) {
-        pthread_atfork(sm_socket_fork_prepare, sm_socket_fork_parent, sm_socket_fork_child);
+        sm_plat_atfork(sm_socket_fork_prepare, sm_socket_fork_parent, sm_socket_fork_child);
 #if SM_SOCKET_THREAD_EXIT
-        pthread_key_create(&sm_socket_thread_key, sm_socket_thread_exit);
+        sm_plat_key_create(&sm_socket_thread_key, sm_socket_thread_exit);
 #endif
     }
     return true;
@@ -390,11 +369,11 @@ SM_EXPORT void *SM_API(memalign)(size_t align, size_t size)
     return sm_socket_alloc(size, align, 0);
 }
 
-SM_EXPORT void *SM_API(valloc)(size_t size) { return sm_socket_alloc(size, sm_os_page_size(), 0); }
+SM_EXPORT void *SM_API(valloc)(size_t size) { return sm_socket_alloc(size, sm_plat_page_size(), 0); }
 
 SM_EXPORT void *SM_API(pvalloc)(size_t size)
 {
-    size_t page = sm_os_page_size();
+    size_t page = sm_plat_page_size();
     size_t rounded = sm_align_up(size ? size : 1, page);
     if (rounded < size) {
         errno = ENOMEM;
@@ -412,7 +391,7 @@ SM_EXPORT int SM_API(malloc_trim)(size_t pad)
     (void)pad;
     if (!sm_socket_ready())
         return 0;
-    sm_release_t r = sm_release_request(sm_os_now_ms(), SM_RELEASE_ALL);
+    sm_release_t r = sm_release_request(sm_plat_now_ms(), SM_RELEASE_ALL);
     SM_NEXT_FN(release)(&r);
     return r.released != 0;
 }

@@ -59,10 +59,10 @@
  * even when the program stops calling the allocator, or calls it only for small blocks.
  * System calls (purge, unmap, map) are never made under the lock: a block being purged stays in its
  * slot marked busy, so it is neither handed out nor freed twice meanwhile. */
-#include <time.h>
 #include "../../core/bits.h"
 #include "../../core/errors.h"
 #include "../../core/layer.h"
+#include "../../platform/platform.h"
 
 #ifndef SM_LAYER
 #error "decay_cache: define SM_LAYER (this instance's name) before including"
@@ -132,12 +132,7 @@ static struct {
     struct SM_FN(slot) slots[SM_OPT_MAX_BLOCKS];
 } SM_FN(obj) = { SM_SYNC_INIT, 0, 0, UINT64_MAX, { { 0, 0, 0, 0 } } };
 
-SM_INLINE uint64_t SM_FN(now_ms)(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC_COARSE, &t);
-    return (uint64_t)t.tv_sec * 1000u + (uint64_t)t.tv_nsec / 1000000u;
-}
+SM_INLINE uint64_t SM_FN(now_ms)(void) { return sm_plat_now_ms(); }
 
 SM_INLINE int SM_FN(create)(void) { return SM_NEXT_FN(create)(); }
 

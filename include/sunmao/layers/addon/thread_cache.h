@@ -110,7 +110,7 @@
  * in every list, so the bytes cached never exceed the budget — without a byte counter on the fast
  * path (limits change only on slow paths).
  *
- * Thread exit. The layer registers its own pthread key (created once, with pthread_once, when the
+ * Thread exit. The layer registers its own exit key (sm_plat_key, created once, when the
  * first cache is made; setting the key's value to the cache is the thread's registration), so it
  * works under any socket and costs the socket's fast path nothing: compose it with
  * SM_SOCKET_THREAD_EXIT 0. The destructor calls L_thread_exit, which returns every cached object
@@ -136,10 +136,10 @@
  * cost two table loads and a compare more, and getmeta's own size logic: 69 instructions per free
  * hit, now 43 (gcc 12, with slab_lk's page-map window; the pair 11.60 -> 7.31 ns; 7.07 with
  * block_slot and malloc's slot table). */
-#include <pthread.h>
 #include <string.h>
 #include "../../core/errors.h"
 #include "../../core/layer.h"
+#include "../../platform/platform.h"
 
 #ifndef SM_LAYER
 #error "thread_cache: define SM_LAYER (this instance's name) before including"
@@ -241,11 +241,11 @@ static const struct SM_FN(cache) SM_FN(retired_cache);
 static __thread struct SM_FN(cache) *SM_FN(tls) __attribute__((tls_model("initial-exec"))) =
     (struct SM_FN(cache) *)&SM_FN(empty_cache);
 
-/* Shared, written once (by the first slow path of the process, under pthread_once), then read only. */
+/* Shared, written once (by the first slow path of the process, under sm_plat_once), then read only. */
 static struct {
-    pthread_once_t once;
+    sm_plat_once_t once;
     bool ready; /* the tables are built and the key exists; false also if either failed */
-    pthread_key_t key;
+    sm_plat_key_t key;
     uint32_t class_bytes[SM_FN(class_count)]; /* the size of each cached class, 0 for the others:
                                                 * only lists of a nonzero size ever get a limit */
     /* slot_of[(size + 15) / 16] = 16 x size_to_class(size) for size <= SM_SIZE_MAX, the offset of
@@ -257,7 +257,7 @@ static struct {
      * of align, or 0 for none (class 0 never is: its objects would be smaller than align). */
     uint8_t aligned_of[SM_FN(align_steps)][SM_FN(class_count)];
     uint8_t batch[SM_FN(class_count)]; /* see batch_of */
-} SM_FN(obj) = { .once = PTHREAD_ONCE_INIT };
+} SM_FN(obj) = { .once = SM_PLAT_ONCE_INIT };
 
 SM_INLINE void SM_FN(thread_exit)(void);
 
@@ -429,7 +429,7 @@ SM_SLOWPATH void SM_FN(init_once)(void)
             SM_FN(obj).aligned_of[a][cls] = (uint8_t)(fit <= last ? fit : 0);
         }
     }
-    SM_FN(obj).ready = pthread_key_create(&SM_FN(obj).key, SM_FN(thread_destructor)) == 0;
+    SM_FN(obj).ready = sm_plat_key_create(&SM_FN(obj).key, SM_FN(thread_destructor));
 }
 
 /* The calling thread's cache, created on its first slow path; NULL when the thread is to bypass
@@ -441,7 +441,7 @@ SM_SLOWPATH struct SM_FN(cache) *SM_FN(cache_get)(void)
         return cache;
     if (cache == &SM_FN(retired_cache))
         return NULL;
-    pthread_once(&SM_FN(obj).once, SM_FN(init_once));
+    sm_plat_once(&SM_FN(obj).once, SM_FN(init_once));
     if (!SM_FN(obj).ready) { /* no tables, or no exit hook (a cache would leak when the thread ends) */
         SM_FN(tls) = (struct SM_FN(cache) *)&SM_FN(retired_cache);
         return NULL;
@@ -456,7 +456,7 @@ SM_SLOWPATH struct SM_FN(cache) *SM_FN(cache_get)(void)
     SM_FN(tls) = cache;
     /* Registration. May allocate (glibc, for keys past the first 32): that request finds this
      * thread's cache in place. */
-    pthread_setspecific(SM_FN(obj).key, cache);
+    sm_plat_key_set(SM_FN(obj).key, cache);
     return cache;
 }
 

@@ -105,12 +105,12 @@
  * the class lock once; reading a slab's immutable descriptor fields before it is safe because a
  * slab holding a live object is never released. A free racing with the release of the slab it
  * points into is a double free the map cannot always catch. */
-#include <sched.h>
 #include <string.h>
 #include "../../core/bits.h"
 #include "../../core/errors.h"
 #include "../../core/layer.h"
 #include "../../core/pagemap.h"
+#include "../../platform/platform.h"
 
 #ifndef SM_LAYER
 #error "slab_lk: define SM_LAYER (this instance's name) before including"
@@ -355,15 +355,14 @@ SM_SLOWPATH void SM_FN(first_slab_of_shard)(struct SM_FN(class) *k, unsigned cls
     SM_SYNC_FN(unlock)(&SM_FN(obj).map_lock);
 }
 
-/* The shard of class cls for the calling thread: its CPU's (sched_getcpu reads it from the rseq
- * area glibc registers, no system call), so threads running at the same time take objects from
+/* The shard of class cls for the calling thread: its CPU's (sm_plat_cpu: on Linux read from the
+ * rseq area glibc registers, no system call), so threads running at the same time take objects from
  * different slabs; shard 0 for a class above SM_OPT_SHARD_MAX. */
 SM_INLINE unsigned SM_FN(shard_here)(unsigned cls)
 {
     if (SM_FN(shards) == 1 || SM_SIZECLASS_FN(class_to_size)(cls) > (size_t)(SM_OPT_SHARD_MAX))
         return 0;
-    int cpu = sched_getcpu();
-    return cpu < 0 ? 0 : (unsigned)cpu & (SM_FN(shards) - 1);
+    return (unsigned)sm_plat_cpu() & (SM_FN(shards) - 1);
 }
 
 /* Called with the class lock held, so the class's slabs come one at a time. */

@@ -4,14 +4,13 @@
 #ifndef SUNMAO_POLICY_ERR_FATAL_H
 #define SUNMAO_POLICY_ERR_FATAL_H
 
-#include <stdlib.h>
 #include "report.h"
 
 static inline void sm_err_fatal_raise(sm_err_kind_t kind, const char *layer, const void *ptr, const char *detail)
 {
     sm_err_report(kind, layer, ptr, detail);
     if (kind != SM_ERR_OUT_OF_MEMORY)
-        abort();
+        sm_plat_abort();
 }
 
 #endif

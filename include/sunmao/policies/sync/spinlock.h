@@ -4,9 +4,9 @@
 #ifndef SUNMAO_POLICY_SYNC_SPINLOCK_H
 #define SUNMAO_POLICY_SYNC_SPINLOCK_H
 
-#include <sched.h>
 #include <stdbool.h>
 #include "../../core/compiler.h"
+#include "../../platform/platform.h"
 
 typedef struct { int locked; } sm_sync_spinlock_t;
 #define SM_SYNC_spinlock_INIT { 0 }
@@ -31,7 +31,7 @@ SM_SLOWPATH void sm_sync_spinlock_contended(sm_sync_spinlock_t *l)
                     sm_sync_spinlock_cpu_relax();
                 spins <<= 1;
             } else {
-                sched_yield();
+                sm_plat_yield();
             }
         }
     } while (__atomic_exchange_n(&l->locked, 1, __ATOMIC_ACQUIRE));

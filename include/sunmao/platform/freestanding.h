@@ -1,0 +1,136 @@
+/* The freestanding platform (platform/platform.h states the contract): no operating system, no C
+ * library. One thread, one CPU; memory only through the embedder's hook, if it gives one:
+ *   #define SM_PLAT_MAP_HOOK(size)   an expression giving `size` bytes of zeroed, page-aligned
+ *                                    memory or NULL (defined before the first sunmao include)
+ * otherwise every OS layer but sheap (a static pool) answers "no memory". Diagnostics go to the
+ * program's sm_diag_write(s, n) (a UART, a log buffer). The clock is sm_plat_clock_ms, which the
+ * embedder may advance from a timer; while it stands still, nothing decays. Framework platform. */
+#ifndef SUNMAO_PLATFORM_FREESTANDING_H
+#define SUNMAO_PLATFORM_FREESTANDING_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include "../core/compiler.h"
+#include "../core/errnum.h"
+
+#define SM_PLAT_PAGE 4096u
+
+void sm_diag_write(const char *s, size_t n);
+
+static inline size_t sm_plat_page_size(void) { return SM_PLAT_PAGE; }
+
+static inline void *sm_plat_map(size_t size)
+{
+#ifdef SM_PLAT_MAP_HOOK
+    void *p = size ? (SM_PLAT_MAP_HOOK(size)) : NULL;
+    if (p)
+        return p;
+#else
+    (void)size;
+#endif
+    errno = ENOMEM;
+    return NULL;
+}
+static inline void *sm_plat_map_aligned(size_t size, size_t align)
+{
+    void *p = sm_plat_map(size);
+    if (p && ((uintptr_t)p & (align - 1))) { /* a hook that cannot align: refuse, do not leak-trim */
+        errno = ENOMEM;
+        return NULL;
+    }
+    return p;
+}
+static inline int sm_plat_unmap(void *p, size_t size)
+{
+    (void)p, (void)size;
+    errno = EINVAL;
+    return -1;
+}
+static inline int sm_plat_remap_inplace(void *p, size_t old_size, size_t new_size)
+{
+    (void)p, (void)old_size, (void)new_size;
+    errno = ENOMEM;
+    return -1;
+}
+static inline int sm_plat_remap_to(void *p, size_t old_size, size_t new_size, void *dest)
+{
+    (void)p, (void)old_size, (void)new_size, (void)dest;
+    errno = ENOMEM;
+    return -1;
+}
+static inline int sm_plat_purge(void *p, size_t size, bool lazy)
+{
+    (void)p, (void)size, (void)lazy;
+    errno = EINVAL;
+    return -1;
+}
+static inline void sm_plat_hint_huge(void *p, size_t size) { (void)p, (void)size; }
+static inline void *sm_plat_sbrk(intptr_t incr)
+{
+    (void)incr;
+    errno = ENOMEM;
+    return NULL;
+}
+
+static uint64_t sm_plat_clock_ms;
+static inline uint64_t sm_plat_now_ms(void) { return __atomic_load_n(&sm_plat_clock_ms, __ATOMIC_RELAXED); }
+static inline void sm_plat_sleep_ms(uint64_t ms) { (void)ms; }
+static inline void sm_plat_wait_while(int *word, int value, uint64_t timeout_ms)
+{
+    (void)word, (void)value, (void)timeout_ms;
+}
+static inline void sm_plat_wake(int *word) { (void)word; }
+
+static inline int sm_plat_cpu(void) { return 0; }
+static inline void sm_plat_yield(void) {}
+static inline _Noreturn void sm_plat_abort(void) { __builtin_trap(); }
+static inline bool sm_plat_entropy(void *buf, size_t n)
+{
+    (void)buf, (void)n;
+    return false;
+}
+static inline const char *sm_plat_getenv(const char *name)
+{
+    (void)name;
+    return NULL;
+}
+
+/* One thread: a lock is a flag that catches re-entry in debug builds' eyes, nothing more. */
+typedef struct { int held; } sm_plat_lock_t;
+#define SM_PLAT_LOCK_INIT { 0 }
+static inline void sm_plat_lock(sm_plat_lock_t *l) { l->held = 1; }
+static inline void sm_plat_unlock(sm_plat_lock_t *l) { l->held = 0; }
+static inline bool sm_plat_trylock(sm_plat_lock_t *l) { return l->held ? false : (l->held = 1); }
+static inline void sm_plat_lock_reinit(sm_plat_lock_t *l) { l->held = 0; }
+
+typedef struct { int done; } sm_plat_once_t;
+#define SM_PLAT_ONCE_INIT { 0 }
+static inline void sm_plat_once(sm_plat_once_t *once, void (*fn)(void))
+{
+    if (!once->done) {
+        once->done = 1;
+        fn();
+    }
+}
+
+typedef int sm_plat_key_t;
+static inline bool sm_plat_key_create(sm_plat_key_t *key, void (*on_exit)(void *value))
+{
+    (void)key, (void)on_exit;
+    return false; /* no threads exit */
+}
+static inline void sm_plat_key_set(sm_plat_key_t key, void *value) { (void)key, (void)value; }
+static inline bool sm_plat_spawn(void *(*fn)(void *), const char *name)
+{
+    (void)fn, (void)name;
+    return false;
+}
+static inline void sm_plat_atfork(void (*prepare)(void), void (*parent)(void), void (*child)(void))
+{
+    (void)prepare, (void)parent, (void)child;
+}
+
+static inline void sm_plat_write_stderr(const char *s, size_t n) { sm_diag_write(s, n); }
+
+#endif

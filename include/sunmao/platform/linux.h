@@ -1,0 +1,258 @@
+/* The Linux platform (platform/platform.h states the contract): the only file of sunmao that calls
+ * the kernel or the C library's thread and process services. Each function returns NULL / -1 / false
+ * with errno set on failure and never allocates. Framework platform. */
+#ifndef SUNMAO_PLATFORM_LINUX_H
+#define SUNMAO_PLATFORM_LINUX_H
+
+/* The Linux extensions it calls (mremap, MAP_ANONYMOUS, sched_getcpu, pthread_setname_np) are
+ * declared by the system headers only with _GNU_SOURCE; this file asks for them itself when it is
+ * the first to include them, so code built against the installed headers needs no flag. */
+#if !defined(_GNU_SOURCE)
+#define _GNU_SOURCE 1
+#endif
+#include <errno.h>
+#include <pthread.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/auxv.h>
+#include <sys/mman.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+#include <linux/futex.h>
+#if !defined(MREMAP_MAYMOVE) || !defined(MAP_ANONYMOUS)
+#error "platform/linux.h: a system header was included before it without _GNU_SOURCE; define _GNU_SOURCE or include <sunmao/...> first"
+#endif
+#include "../core/bits.h"
+#include "../core/compiler.h"
+
+/* The page size is read from the kernel at run time (4 KiB, 16 KiB and 64 KiB kernels exist). */
+static inline size_t sm_plat_page_size(void)
+{
+    static size_t page; /* racing initialisers store the same value */
+    size_t p = __atomic_load_n(&page, __ATOMIC_RELAXED);
+    if (sm_unlikely(p == 0)) {
+        p = (size_t)getauxval(AT_PAGESZ);
+        if (p == 0 || !sm_is_pow2(p))
+            p = 4096;
+        __atomic_store_n(&page, p, __ATOMIC_RELAXED);
+    }
+    return p;
+}
+
+/* Fresh zero-filled pages, or NULL with errno = ENOMEM. size is rounded up to pages. */
+static inline void *sm_plat_map(size_t size)
+{
+    if (size == 0 || size > SIZE_MAX / 2) {
+        errno = ENOMEM;
+        return NULL;
+    }
+    void *p = mmap(NULL, sm_align_up(size, sm_plat_page_size()), PROT_READ | PROT_WRITE,
+                   MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (p == MAP_FAILED) {
+        errno = ENOMEM;
+        return NULL;
+    }
+    return p;
+}
+
+static inline int sm_plat_unmap(void *p, size_t size)
+{
+    return munmap(p, sm_align_up(size, sm_plat_page_size()));
+}
+
+/* Pages aligned to `align` (a power of two): over-map, then trim both ends. */
+static inline void *sm_plat_map_aligned(size_t size, size_t align)
+{
+    size_t page = sm_plat_page_size();
+    size = sm_align_up(size, page);
+    if (align <= page)
+        return sm_plat_map(size);
+    if (size + align < size) {
+        errno = ENOMEM;
+        return NULL;
+    }
+    char *raw = (char *)sm_plat_map(size + align);
+    if (!raw)
+        return NULL;
+    char *p = (char *)sm_align_up((uintptr_t)raw, align);
+    if (p > raw)
+        munmap(raw, (size_t)(p - raw));
+    size_t tail = (size_t)((raw + size + align) - (p + size));
+    if (tail)
+        munmap(p + size, tail);
+    return p;
+}
+
+/* Grow or shrink a mapping without moving it; -1 (errno set) when the pages after it are taken. */
+static inline int sm_plat_remap_inplace(void *p, size_t old_size, size_t new_size)
+{
+    return mremap(p, old_size, new_size, 0) == MAP_FAILED ? -1 : 0;
+}
+
+/* Move the mapping [p, p + old_size) onto [dest, dest + new_size), a range the caller has mapped
+ * (it is replaced), carrying the pages, not copying them; -1 (errno set) leaves both as they were. */
+static inline int sm_plat_remap_to(void *p, size_t old_size, size_t new_size, void *dest)
+{
+    return mremap(p, old_size, new_size, MREMAP_MAYMOVE | MREMAP_FIXED, dest) == dest ? 0 : -1;
+}
+
+/* Give the physical pages back but keep the range mapped. MADV_DONTNEED drops RSS at once (what
+ * monitoring reads); MADV_FREE lets the kernel reclaim lazily and is cheaper to reuse. */
+static inline int sm_plat_purge(void *p, size_t size, bool lazy)
+{
+#ifdef MADV_FREE
+    if (lazy && madvise(p, size, MADV_FREE) == 0)
+        return 0;
+#else
+    (void)lazy;
+#endif
+    return madvise(p, size, MADV_DONTNEED);
+}
+
+/* Ask for transparent huge pages on a range; a hint, failure is harmless. */
+static inline void sm_plat_hint_huge(void *p, size_t size)
+{
+#ifdef MADV_HUGEPAGE
+    (void)madvise(p, size, MADV_HUGEPAGE);
+#else
+    (void)p, (void)size;
+#endif
+}
+
+/* Milliseconds of CLOCK_MONOTONIC at the kernel's tick resolution (vDSO: no system call). */
+static inline uint64_t sm_plat_now_ms(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC_COARSE, &t);
+    return (uint64_t)t.tv_sec * 1000u + (uint64_t)t.tv_nsec / 1000000u;
+}
+
+/* Sleep while *word == value, at most timeout_ms (UINT64_MAX: no limit); returns early on a wake,
+ * a signal, or when *word already differs. */
+static inline void sm_plat_wait_while(int *word, int value, uint64_t timeout_ms)
+{
+    struct timespec t = { (time_t)(timeout_ms / 1000u), (long)(timeout_ms % 1000u) * 1000000L };
+    syscall(SYS_futex, word, FUTEX_WAIT_PRIVATE, value, timeout_ms == UINT64_MAX ? NULL : &t, NULL, 0);
+}
+
+/* Wake every thread sleeping in sm_plat_wait_while on word. */
+static inline void sm_plat_wake(int *word) { syscall(SYS_futex, word, FUTEX_WAKE_PRIVATE, 0x7fffffff, NULL, NULL, 0); }
+
+/* Sleep for ms milliseconds (a signal may cut it short). */
+static inline void sm_plat_sleep_ms(uint64_t ms)
+{
+    struct timespec t = { (time_t)(ms / 1000u), (long)(ms % 1000u) * 1000000L };
+    nanosleep(&t, NULL);
+}
+
+/* Move the program break; returns the old break or NULL with errno = ENOMEM. */
+static inline void *sm_plat_sbrk(intptr_t incr)
+{
+    void *p = sbrk(incr);
+    if (p == (void *)-1) {
+        errno = ENOMEM;
+        return NULL;
+    }
+    return p;
+}
+
+/* The CPU the calling thread runs on (glibc reads it from the thread's rseq area, or the vDSO: no
+ * system call); 0 when the kernel cannot say. A hint: the thread may move at once. */
+static inline int sm_plat_cpu(void)
+{
+    int cpu = sched_getcpu();
+    return cpu < 0 ? 0 : cpu;
+}
+
+/* Give the CPU to another runnable thread. */
+static inline void sm_plat_yield(void) { sched_yield(); }
+
+/* End the process now, without running exit handlers (a fatal error policy). */
+static inline _Noreturn void sm_plat_abort(void) { abort(); }
+
+/* Fill buf with n <= 16 bytes of randomness the kernel gave the process at exec (AT_RANDOM); no
+ * system call, no failure mode short of a kernel that gives none: false, buf unchanged. */
+static inline bool sm_plat_entropy(void *buf, size_t n)
+{
+    const void *random = (const void *)getauxval(AT_RANDOM);
+    if (!random || n > 16)
+        return false;
+    memcpy(buf, random, n);
+    return true;
+}
+
+/* The value of environment variable name, or NULL; reads the environment, allocates nothing. */
+static inline const char *sm_plat_getenv(const char *name) { return getenv(name); }
+
+/* A blocking lock for slow paths (start-up, the mutex policy): sleeps when contended, works before
+ * any constructor ran (statically initialised), re-created in a fork child with reinit. */
+typedef pthread_mutex_t sm_plat_lock_t;
+#define SM_PLAT_LOCK_INIT PTHREAD_MUTEX_INITIALIZER
+static inline void sm_plat_lock(sm_plat_lock_t *l) { pthread_mutex_lock(l); }
+static inline void sm_plat_unlock(sm_plat_lock_t *l) { pthread_mutex_unlock(l); }
+static inline bool sm_plat_trylock(sm_plat_lock_t *l) { return pthread_mutex_trylock(l) == 0; }
+static inline void sm_plat_lock_reinit(sm_plat_lock_t *l) { pthread_mutex_init(l, NULL); }
+
+/* Run fn exactly once per process, whichever threads race to it; the others wait until it ran. */
+typedef pthread_once_t sm_plat_once_t;
+#define SM_PLAT_ONCE_INIT PTHREAD_ONCE_INIT
+static inline void sm_plat_once(sm_plat_once_t *once, void (*fn)(void)) { pthread_once(once, fn); }
+
+/* Thread exit hooks: a key whose destructor runs, with the thread's non-NULL value, when a thread
+ * that set one exits, whoever created the thread. False when no key is left (the hook never runs). */
+typedef pthread_key_t sm_plat_key_t;
+static inline bool sm_plat_key_create(sm_plat_key_t *key, void (*on_exit)(void *value))
+{
+    return pthread_key_create(key, on_exit) == 0;
+}
+static inline void sm_plat_key_set(sm_plat_key_t key, void *value) { pthread_setspecific(key, value); }
+
+/* Start fn on a detached thread named name, with every signal blocked (it never runs a handler)
+ * and a small stack; false when no thread can be made (a sandbox, a thread limit). */
+static inline bool sm_plat_spawn(void *(*fn)(void *), const char *name)
+{
+    sigset_t all, old;
+    sigfillset(&all);
+    pthread_sigmask(SIG_SETMASK, &all, &old); /* the thread inherits the mask */
+    pthread_attr_t attr;
+    pthread_t t;
+    int rc = pthread_attr_init(&attr);
+    if (rc == 0) {
+        pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+        pthread_attr_setstacksize(&attr, (size_t)128 << 10);
+        rc = pthread_create(&t, &attr, fn, NULL);
+        pthread_attr_destroy(&attr);
+    }
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    if (rc == 0)
+        pthread_setname_np(t, name);
+    return rc == 0;
+}
+
+/* Hooks around fork(): prepare in the parent before it, parent / child after it. */
+static inline void sm_plat_atfork(void (*prepare)(void), void (*parent)(void), void (*child)(void))
+{
+    pthread_atfork(prepare, parent, child);
+}
+
+static inline void sm_plat_write_stderr(const char *s, size_t n)
+{
+    while (n) {
+        ssize_t w = write(2, s, n);
+        if (w <= 0) {
+            if (w < 0 && errno == EINTR)
+                continue;
+            return;
+        }
+        s += w;
+        n -= (size_t)w;
+    }
+}
+
+#endif

@@ -1,0 +1,35 @@
+/* The platform layer: every service sunmao needs from the operating system, behind one set of
+ * functions named sm_plat_*, so layers, policies and sockets call no OS or C library service
+ * themselves. Framework platform. Selected at compile time:
+ *   SM_FREESTANDING=1   platform/freestanding.h: no OS (bare metal over sheap): memory only from
+ *                       an embedder's hook, a clock the embedder advances, one CPU, no threads
+ *   otherwise           platform/linux.h
+ *
+ * The contract (both implementations keep it; none allocates, none takes a lock of sunmao's):
+ *   memory   sm_plat_page_size(); sm_plat_map(size) fresh zeroed pages or NULL (ENOMEM);
+ *            sm_plat_map_aligned(size, align); sm_plat_unmap(p, size) 0/-1; sm_plat_purge(p, size,
+ *            lazy) drop pages, keep them mapped (not lazy: they read as zero); sm_plat_hint_huge;
+ *            sm_plat_remap_inplace(p, old, new) 0/-1 without moving; sm_plat_remap_to(p, old, new,
+ *            dest) move onto a range the caller mapped; sm_plat_sbrk(incr) old break or NULL
+ *   time     sm_plat_now_ms() monotonic, ms, coarse (never a system call on Linux);
+ *            sm_plat_sleep_ms(ms); sm_plat_wait_while(word, value, timeout_ms) / sm_plat_wake(word)
+ *   CPU      sm_plat_cpu() the current CPU, a hint in [0, CPUs); sm_plat_yield()
+ *   threads  sm_plat_lock_t (SM_PLAT_LOCK_INIT, lock, unlock, trylock, lock_reinit): a blocking
+ *            lock for slow paths; sm_plat_once_t (SM_PLAT_ONCE_INIT) and sm_plat_once(o, fn);
+ *            sm_plat_key_t, sm_plat_key_create(key, on_exit) and sm_plat_key_set(key, value): the
+ *            thread-exit hook; sm_plat_spawn(fn, name) a detached helper thread, signals blocked;
+ *            sm_plat_atfork(prepare, parent, child)
+ *   process  sm_plat_entropy(buf, n <= 16) bytes the OS gave at start, false if none;
+ *            sm_plat_getenv(name); sm_plat_write_stderr(s, n); sm_plat_abort()
+ * A call that cannot be served has a defined failure (NULL, -1, false, 0) that its callers handle:
+ * the freestanding platform builds every layer, and those that need an OS answer "no memory". */
+#ifndef SUNMAO_PLATFORM_PLATFORM_H
+#define SUNMAO_PLATFORM_PLATFORM_H
+
+#if defined(SM_FREESTANDING) && SM_FREESTANDING
+#include "freestanding.h"
+#else
+#include "linux.h"
+#endif
+
+#endif

@@ -76,7 +76,7 @@ static inline bool cnt_getmeta(sm_mctx_t *c)
     return sl_getmeta(c);
 }
 static inline bool cnt_resize(sm_mctx_t *c, size_t n) { return sl_resize(c, n); }
-static inline bool cnt_block_local(const void *p) { return sl_block_local(p); }
+static inline bool cnt_block_local(const void *p, sm_mctx_t *c) { return sl_block_local(p, c); }
 static inline unsigned cnt_block_slot(const void *p)
 {
     CNT_ADD(block_classes, 1);

@@ -14,8 +14,12 @@
  *                                                      SM_MIN_ALIGN, or NULL (miss)
  *     bool  L_free_hit(void *p, size_t size, unsigned flags)  true if it took p (SM_F_SIZED:
  *                                                      size is the user's)
+ *     void *L_alloc_miss(sm_mctx_t *c)                the rest of L_alloc, after the hit missed
+ *                                                      (or was not tried: align > SM_MIN_ALIGN)
+ *     void  L_free_miss(sm_mctx_t *c)                  the rest of L_free, after the hit missed
  *     Soundness: a hit path misses on a thread the layer has not set up (a fresh thread, before
- *     L_create), so a socket may call it before anything is created.
+ *     L_create), so a socket may call it before anything is created; then it calls the miss with
+ *     the request's one context, never the hit again. Defaults: the misses are L_alloc, L_free.
  *   SM_CAP_BATCH    objects by size class, many per call, with the class geometry exported:
  *     unsigned L_alloc_batch(sm_mctx_t *c, void **out, unsigned n)  up to n objects of
  *                                                      c->size's class; how many (0: no memory)
@@ -24,8 +28,9 @@
  *   SM_CAP_OWNER    which class an object belongs to, from one lookup:
  *     unsigned L_block_slot(const void *p)             16 x the class of the object starting at p;
  *                                                      16 x L_batch_classes: not such an object
- *     bool  L_block_local(const void *p)               false if a cache above should not keep p
- *                                                      (it belongs to another CPU's partition)
+ *     bool  L_block_local(const void *p, sm_mctx_t *c) false if a cache above should not keep p
+ *                                                      (it belongs to a partition other than that of
+ *                                                      c's CPU, sm_mctx_cpu)
  *   SM_CAP_MAPPING  mapping control over live direct blocks, without copying:
  *     void *L_split(sm_mctx_t *c, size_t n)            cut c->ptr after n bytes (page-rounded);
  *                                                      the tail, now a block of its own, or NULL

@@ -26,6 +26,8 @@ SM_HOT SM_UNUSED bool SM_FN(free_hit)(void *p, size_t size, unsigned flags)
     (void)p, (void)size, (void)flags;
     return false;
 }
+SM_HOT SM_UNUSED void *SM_FN(alloc_miss)(sm_mctx_t *c) { return SM_FN(alloc)(c); }
+SM_HOT SM_UNUSED void SM_FN(free_miss)(sm_mctx_t *c) { SM_FN(free)(c); }
 #endif
 
 #if !((SM_LAYER_OFFERS) & SM_CAP_BATCH)
@@ -50,9 +52,9 @@ SM_INLINE SM_UNUSED unsigned SM_FN(block_slot)(const void *p)
     (void)p;
     return (unsigned)SM_FN(batch_classes) << 4;
 }
-SM_INLINE SM_UNUSED bool SM_FN(block_local)(const void *p)
+SM_INLINE SM_UNUSED bool SM_FN(block_local)(const void *p, sm_mctx_t *c)
 {
-    (void)p;
+    (void)p, (void)c;
     return true;
 }
 #endif

@@ -2,8 +2,9 @@
  * TLSF merges neighbouring regions, and sbrk hands out neighbouring regions). No SM_NEXT.
  *
  * Parameters: SM_LAYER. Slots: sync (required: the one global lock), err (required: invalid and
- * double frees). Options: SM_OPT_GROWTH (bytes the break moves by at least, and the unused space
- * above the last block that is kept before the break is lowered; default 64 KiB).
+ * double frees). Options:
+ *   SM_OPT_GROWTH  bytes the break moves by at least, and the unused space above the last block
+ *                  that is kept before the break is lowered (default 64 KiB, a power of two)
  * Properties: thread-safe with a locking sync policy, page-aligned blocks, not zero-filled
  * (SM_F_FRESH marks blocks carved from never-used break space).
  *

@@ -31,5 +31,15 @@
 #else
 #include "linux.h"
 #endif
+#include "../core/mctx.h"
+
+/* The CPU of request c: the one its socket (a cmalloc-style socket passes a partition) or an earlier
+ * layer recorded, else the platform's answer, recorded for the layers after. */
+static inline int sm_mctx_cpu(sm_mctx_t *c)
+{
+    if (c->cpu < 0)
+        c->cpu = sm_plat_cpu();
+    return c->cpu;
+}
 
 #endif

@@ -206,7 +206,7 @@ SM_INLINE void *sm_socket_alloc_stack(size_t size, size_t align, unsigned flags)
         sm_socket_thread_attach();
 #endif
     sm_mctx_t c = sm_mctx_alloc(size ? size : 1, align, flags);
-    void *p = SM_NEXT_FN(alloc)(&c);
+    void *p = SM_NEXT_FN(alloc_miss)(&c); /* the hit, if any, was tried: never twice */
     sm_socket_bg_check();
     if (sm_unlikely(!p)) {
         errno = ENOMEM;
@@ -220,7 +220,7 @@ SM_INLINE void *sm_socket_alloc_stack(size_t size, size_t align, unsigned flags)
 SM_INLINE void sm_socket_free_stack(void *ptr, size_t size, unsigned flags)
 {
     sm_mctx_t c = sm_mctx_block(ptr, size, flags);
-    SM_NEXT_FN(free)(&c);
+    SM_NEXT_FN(free_miss)(&c);
     sm_socket_bg_check();
 }
 

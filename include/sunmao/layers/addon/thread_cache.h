@@ -61,13 +61,13 @@
  * refills that list like any other. Measured: rptest, one request in two aligned, took the class
  * lock of slab_lk on every aligned malloc before this.
  * Everything else — a miss, an overflow, a size outside the range, a block the
- * cache does not take, the empty or retired cache — leaves through one out-of-line call per
- * operation (alloc_miss, free_miss) taking scalars, which also holds the one pass-down call site.
- * So the inlined hit path needs no saved registers and never builds the context in memory: with
- * gcc 12 malloc's hit is 22 instructions and no stack frame, its miss a tail call. Beyond the
- * contract, for a socket: L_alloc_hit(size) and L_free_hit(p, size, flags) are the hit paths alone
- * (NULL / false on a miss, nothing changed), safe before the stack is created, so the socket can
- * leave its own checks and start-up to its misses (sockets/libc_api.h).
+ * cache does not take, the empty or retired cache — is alloc_miss / free_miss (capability HIT),
+ * which the socket calls from its own out-of-line miss with the request's context; they hold the
+ * one pass-down call site. So the hit path the socket inlines needs no saved registers and never
+ * builds the context in memory (tests/build/fastpath.golden has its instruction counts). The hit
+ * paths alone, alloc_hit(size) and free_hit(p, size, flags), answer NULL / false on a miss having
+ * changed nothing and are safe before the stack is created, so the socket leaves its own checks
+ * and start-up to its misses (sockets/libc_api.h).
  *
  * Why initial-exec TLS. The pointer is `static __thread` with tls_model("initial-exec"): reaching
  * it is one %fs-relative load, where the default model of a shared library costs a call to
@@ -495,8 +495,8 @@ SM_INLINE void SM_FN(event)(struct SM_FN(cache) *cache)
 }
 
 /* malloc missed the list of `size`: refill it with one batch from the next layer and return the
- * first object, or NULL to send the request to the next layer. */
-SM_SLOWPATH void *SM_FN(refill)(size_t size)
+ * first object, or NULL to send the request to the next layer. c: the request (its CPU). */
+SM_SLOWPATH void *SM_FN(refill)(size_t size, sm_mctx_t *c)
 {
     struct SM_FN(cache) *cache = SM_FN(cache_get)();
     if (!cache)
@@ -520,7 +520,9 @@ SM_SLOWPATH void *SM_FN(refill)(size_t size)
     unsigned want = l->limit < batch ? l->limit : batch;
     void *out[SM_FN(batch_max)];
     sm_mctx_t r = sm_mctx_alloc(size, SM_MIN_ALIGN, 0);
+    r.cpu = c->cpu;
     unsigned got = SM_NEXT_FN(alloc_batch)(&r, out, want ? want : 1);
+    c->cpu = r.cpu; /* what the next layer learned, for the rest of the request */
     if (!got)
         return NULL;
     /* out[0] goes to the caller; out[1..] become the list, in the order the next layer gave them. */
@@ -552,8 +554,11 @@ SM_INLINE unsigned SM_FN(free_class)(void *p, size_t size, unsigned flags);
 
 /* A free that missed its list (full, or the cache missing, or p tagged, or p of no cached class).
  * True if p was taken care of; false sends it to the next layer. */
-SM_SLOWPATH bool SM_FN(overflow)(void *p, size_t size, unsigned flags)
+SM_SLOWPATH bool SM_FN(overflow)(sm_mctx_t *c)
 {
+    void *p = c->ptr;
+    size_t size = c->size;
+    unsigned flags = c->flags;
     struct SM_FN(cache) *cache = SM_FN(cache_get)();
     if (!cache)
         return false;
@@ -581,7 +586,7 @@ SM_SLOWPATH bool SM_FN(overflow)(void *p, size_t size, unsigned flags)
         if (l->low > l->count)
             l->low = (uint16_t)l->count;
     }
-    if (!SM_NEXT_FN(block_local)(p)) {
+    if (!SM_NEXT_FN(block_local)(p, c)) {
         /* Another CPU's slab: kept here, p would be this thread's next object of its class while
          * its neighbours are in use on that CPU (Hoard's passive false sharing: cache-scratch, the
          * object a thread is given and frees first, 0.51 or 0.65 s by where it fell in its line).
@@ -698,24 +703,16 @@ SM_HOT bool SM_FN(free_hit)(void *p, size_t size, unsigned flags)
     return SM_FN(push)(p, SM_FN(free_slot)(p, size, flags));
 }
 
-/* ---- The misses ----
- * Everything the hit paths do not do leaves them through one out-of-line call per operation,
- * which takes the request as scalars and rebuilds the context in its own frame. That is what keeps
- * the inlined hit path short: a context whose address reached an out-of-line function would have
- * to be stored to memory before the first test, and the next layers inlined beside the hit path
- * (the pass-down of every size the cache does not serve) would make the compiler save registers
- * on entry, for the hits too. The pass-down is the one call site of the next layer's alloc/free
- * (docs/layers.md). Not `cold`: requests outside the cached range run here at full speed. */
-
-/* The result of alloc_miss: two words, returned in registers. */
-struct SM_FN(got) {
-    void *ptr;
-    unsigned flags; /* the context's flags after the next layer (SM_F_FRESH) */
-};
+/* ---- The misses (capability HIT's alloc_miss and free_miss) ----
+ * Everything the hit paths do not do. A socket calls them from its own out-of-line miss function
+ * with the request's one context, after its hit path missed (it never tries the hit twice); L_alloc
+ * and L_free, for a layer above, are the hit then the miss. The context goes down unchanged, so
+ * what a layer below learns (the CPU, SM_F_FRESH) reaches the socket. The pass-down is the one call
+ * site of the next layer's alloc/free (docs/layers.md). */
 
 /* An aligned request that missed its list (see aligned_class): refill that class's list and return
  * its first object, or NULL to send the request to the next layer. */
-SM_SLOWPATH void *SM_FN(refill_aligned)(size_t size, size_t align)
+SM_SLOWPATH void *SM_FN(refill_aligned)(size_t size, size_t align, sm_mctx_t *c)
 {
     struct SM_FN(cache) *cache = SM_FN(cache_get)(); /* builds the tables on a thread's first call */
     if (!cache)
@@ -726,7 +723,7 @@ SM_SLOWPATH void *SM_FN(refill_aligned)(size_t size, size_t align)
     struct SM_FN(list) *l = &cache->list[cls];
     if (l->head) /* the hit path ran before the tables existed, or found the head misaligned */
         return SM_FN(aligned_hit)(size, align);
-    void *p = SM_FN(refill)(SM_FN(obj).class_bytes[cls]);
+    void *p = SM_FN(refill)(SM_FN(obj).class_bytes[cls], c);
     if (p && ((uintptr_t)p & (align - 1))) {
         /* The next layer does not align this class's objects naturally: keep the object for
          * plain requests and pass this one down. */
@@ -740,48 +737,46 @@ SM_SLOWPATH void *SM_FN(refill_aligned)(size_t size, size_t align)
     return p;
 }
 
-static __attribute__((noinline)) struct SM_FN(got) SM_FN(alloc_miss)(size_t size, size_t align, unsigned flags, int cpu)
+/* The request after its hit path missed, or was not tried (an aligned request: the socket tries
+ * hit paths for plain ones only). */
+SM_INLINE void *SM_FN(alloc_miss)(sm_mctx_t *c)
 {
-    sm_mctx_t r = sm_mctx_alloc(size, align, flags);
-    r.cpu = cpu;
-    if (SM_FN(handles_size)(size)) {
-        void *p = align <= SM_MIN_ALIGN ? SM_FN(refill)(size) : SM_FN(refill_aligned)(size, align);
+    if (c->align > SM_MIN_ALIGN) {
+        void *p = SM_FN(aligned_hit)(c->size, c->align);
         if (p)
-            return (struct SM_FN(got)){ p, flags };
+            return c->ptr = p;
     }
-    SM_NEXT_FN(alloc)(&r);
-    return (struct SM_FN(got)){ r.ptr, r.flags };
+    if (SM_FN(handles_size)(c->size)) {
+        void *p = c->align <= SM_MIN_ALIGN ? SM_FN(refill)(c->size, c) : SM_FN(refill_aligned)(c->size, c->align, c);
+        if (p)
+            return c->ptr = p;
+    }
+    return SM_NEXT_FN(alloc)(c);
 }
 
-static __attribute__((noinline)) void SM_FN(free_miss)(void *p, size_t size, unsigned flags, int cpu)
+SM_INLINE void SM_FN(free_miss)(sm_mctx_t *c)
 {
     /* A block of no cached class goes down without creating a cache for this thread. */
-    if (SM_FN(free_class)(p, size, flags) < SM_FN(class_count) && SM_FN(overflow)(p, size, flags))
+    if (SM_FN(free_class)(c->ptr, c->size, c->flags) < SM_FN(class_count) && SM_FN(overflow)(c))
         return;
-    sm_mctx_t r = sm_mctx_block(p, size, flags);
-    r.cpu = cpu;
-    SM_NEXT_FN(free)(&r);
+    SM_NEXT_FN(free)(c);
 }
 
 SM_INLINE void *SM_FN(alloc)(sm_mctx_t *c)
 {
-    void *p;
-    if (c->align <= SM_MIN_ALIGN)
-        p = SM_FN(alloc_hit)(c->size);
-    else /* a socket's aligned requests reach here from its miss path: off the malloc hit path */
-        p = SM_FN(aligned_hit)(c->size, c->align);
-    if (sm_likely(p != NULL))
-        return c->ptr = p;
-    struct SM_FN(got) got = SM_FN(alloc_miss)(c->size, c->align, c->flags, c->cpu);
-    c->flags = got.flags;
-    return c->ptr = got.ptr;
+    if (c->align <= SM_MIN_ALIGN) {
+        void *p = SM_FN(alloc_hit)(c->size);
+        if (sm_likely(p != NULL))
+            return c->ptr = p;
+    }
+    return SM_FN(alloc_miss)(c);
 }
 
 SM_INLINE void SM_FN(free)(sm_mctx_t *c)
 {
     if (sm_likely(SM_FN(free_hit)(c->ptr, c->size, c->flags)))
         return;
-    SM_FN(free_miss)(c->ptr, c->size, c->flags, c->cpu);
+    SM_FN(free_miss)(c);
 }
 
 SM_INLINE bool SM_FN(getmeta)(sm_mctx_t *c) { return SM_NEXT_FN(getmeta)(c); }

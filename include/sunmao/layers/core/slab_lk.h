@@ -358,11 +358,11 @@ SM_SLOWPATH void SM_FN(first_slab_of_shard)(struct SM_FN(class) *k, unsigned cls
 /* The shard of class cls for the calling thread: its CPU's (sm_plat_cpu: on Linux read from the
  * rseq area glibc registers, no system call), so threads running at the same time take objects from
  * different slabs; shard 0 for a class above SM_OPT_SHARD_MAX. */
-SM_INLINE unsigned SM_FN(shard_here)(unsigned cls)
+SM_INLINE unsigned SM_FN(shard_here)(unsigned cls, sm_mctx_t *c)
 {
     if (SM_FN(shards) == 1 || SM_SIZECLASS_FN(class_to_size)(cls) > (size_t)(SM_OPT_SHARD_MAX))
         return 0;
-    return (unsigned)sm_plat_cpu() & (SM_FN(shards) - 1);
+    return (unsigned)sm_mctx_cpu(c) & (SM_FN(shards) - 1);
 }
 
 /* Called with the class lock held, so the class's slabs come one at a time. */
@@ -609,7 +609,7 @@ SM_INLINE void *SM_FN(alloc)(sm_mctx_t *c)
         if (cls >= SM_FN(class_count))
             return SM_NEXT_FN(alloc)(c);
     }
-    struct SM_FN(class) *k = &SM_FN(obj).cls[SM_FN(shard_here)(cls) * SM_FN(class_count) + cls];
+    struct SM_FN(class) *k = &SM_FN(obj).cls[SM_FN(shard_here)(cls, c) * SM_FN(class_count) + cls];
     SM_SYNC_FN(lock)(&k->lock);
     struct SM_FN(slab) *s = k->partial;
     if (sm_unlikely(!s) && !(s = SM_FN(refill)(k, cls))) {
@@ -636,7 +636,7 @@ SM_INLINE unsigned SM_FN(alloc_batch)(sm_mctx_t *c, void **out, unsigned n)
         return 0;
     }
     unsigned cls = SM_SIZECLASS_FN(size_to_class)(c->size), got = 0;
-    struct SM_FN(class) *k = &SM_FN(obj).cls[SM_FN(shard_here)(cls) * SM_FN(class_count) + cls];
+    struct SM_FN(class) *k = &SM_FN(obj).cls[SM_FN(shard_here)(cls, c) * SM_FN(class_count) + cls];
     SM_SYNC_FN(lock)(&k->lock);
     while (got < n) {
         struct SM_FN(slab) *s = k->partial;
@@ -813,7 +813,7 @@ SM_HOT unsigned SM_FN(block_slot)(const void *p)
 /* The class of the object starting at p, or class_count (block_slot's answer, as a class). */
 SM_INLINE unsigned SM_FN(block_class)(const void *p) { return SM_FN(block_slot)(p) >> 4; }
 
-SM_INLINE bool SM_FN(block_local)(const void *p)
+SM_INLINE bool SM_FN(block_local)(const void *p, sm_mctx_t *c)
 {
     if (SM_FN(shards) == 1)
         return true;
@@ -823,7 +823,7 @@ SM_INLINE bool SM_FN(block_local)(const void *p)
     const struct SM_FN(slab) *s = SM_FN(word_slab)(w, &SM_FN(geometry)[SM_FN(word_cls)(w)]);
     const struct SM_FN(class) *home = __atomic_load_n(&s->home, __ATOMIC_RELAXED);
     unsigned i = (unsigned)(home - SM_FN(obj).cls);
-    return i / SM_FN(class_count) == SM_FN(shard_here)(i % SM_FN(class_count));
+    return i / SM_FN(class_count) == SM_FN(shard_here)(i % SM_FN(class_count), c);
 }
 
 /* One page-map lookup and the class's geometry: no descriptor (see the layout above). */

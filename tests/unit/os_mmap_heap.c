@@ -22,6 +22,13 @@
 #define SM_OPT_THREAD_HEAP_MAX_BLOCK ((size_t)256 << 10)
 #include <sunmao/os/mmap_heap.h>
 
+/* Thread heaps that nothing frees into, so every block is carved from a region (lifecycle case). */
+#define SM_LAYER mml
+#define SM_ERR callback
+#define SM_SYNC mutex
+#define SM_OPT_THREAD_HEAP_SIZE ((size_t)16 << 20)
+#include <sunmao/os/mmap_heap.h>
+
 #define SM_LAYER mmh
 #define SM_ERR callback
 #define SM_OPT_HUGE_PAGES 1
@@ -301,6 +308,50 @@ static void exited_threads_regions_are_adopted(void)
     CHECKF(hi - lo < ((size_t)64 << 20), "blocks span %zu bytes", (size_t)(hi - lo));
     for (int i = 0; i < N; i++) /* freed by a thread that did not carve them */
         FREE(mmt, blocks[i], 0, 0);
+    CHECK(errors[SM_ERR_INVALID_FREE] == 0 && errors[SM_ERR_DOUBLE_FREE] == 0);
+}
+
+/* The same without calling thread_exit, over an instance nothing is freed into (every block is
+ * carved): carving attached the thread to the lifecycle service, whose exit hook puts the region's
+ * tail on the orphan list, and the next thread adopts it. */
+static void *carve_one_and_leave(void *out)
+{
+    sm_mctx_t c = ALLOC(mml, 10000, 16);
+    if (c.ptr)
+        check_fill(c.ptr, 10000, 4);
+    *(void **)out = c.ptr;
+    return NULL;
+}
+
+/* This file composes several stacks in one translation unit, which share one lifecycle service:
+ * as a socket does for its composition, the test names the exit, here every instance's. */
+static void every_instance_exit(void)
+{
+    mm_thread_exit();
+    mmt_thread_exit();
+    mml_thread_exit();
+    mmh_thread_exit();
+}
+
+static void regions_handed_on_at_thread_exit(void)
+{
+    sm_thread_exit_top = every_instance_exit;
+    enum { N = 20 };
+    void *blocks[N];
+    for (int i = 0; i < N; i++) {
+        pthread_t t;
+        pthread_create(&t, NULL, carve_one_and_leave, &blocks[i]);
+        pthread_join(t, NULL);
+        CHECKF(mml_obj.orphans != NULL, "thread %d exited and its region's tail is not on the orphan list", i);
+    }
+    uintptr_t lo = UINTPTR_MAX, hi = 0;
+    for (int i = 0; i < N; i++) {
+        CHECK(blocks[i] && check_verify(blocks[i], 10000, 4));
+        lo = blocks[i] && (uintptr_t)blocks[i] < lo ? (uintptr_t)blocks[i] : lo;
+        hi = (uintptr_t)blocks[i] > hi ? (uintptr_t)blocks[i] : hi;
+    }
+    CHECKF(hi - lo < ((size_t)16 << 20), "blocks span %zu bytes: each thread reserved its own region",
+           (size_t)(hi - lo));
     CHECK(errors[SM_ERR_INVALID_FREE] == 0 && errors[SM_ERR_DOUBLE_FREE] == 0);
 }
 
@@ -723,7 +774,7 @@ int main(void)
 {
     check_begin("os_mmap_heap");
     sm_err_callback_set(on_error);
-    CHECK(mm_create() == 0 && mmt_create() == 0 && mmh_create() == 0);
+    CHECK(mm_create() == 0 && mmt_create() == 0 && mml_create() == 0 && mmh_create() == 0);
     RUN_CASE(mm_alignment_and_sizes);
     RUN_CASE(mmt_alignment_and_sizes);
     RUN_CASE(mmh_alignment_and_sizes);
@@ -736,6 +787,7 @@ int main(void)
     RUN_CASE(thread_heap_reuses_purged_blocks);
     RUN_CASE(threads_alloc_and_free_concurrently);
     RUN_CASE(exited_threads_regions_are_adopted);
+    RUN_CASE(regions_handed_on_at_thread_exit);
     RUN_CASE(fork_hooks_leave_both_sides_usable);
     RUN_CASE(huge_mappings_are_huge_aligned);
     RUN_CASE(purge_drops_pages_but_keeps_the_block);

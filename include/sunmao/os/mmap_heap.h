@@ -26,8 +26,9 @@
  * first only when the shared counter of such blocks is non-zero (one plain load otherwise). Regions
  * are never unmapped: their pages cost RSS only while carved blocks are live. When a thread exits
  * (thread_exit), the uncarved tail of its region goes on a shared list that the next thread needing
- * space adopts, so short-lived threads do not each burn a region of address space. A thread that
- * exits without thread_exit being called leaves its tail unused: address space, never memory. */
+ * space adopts, so short-lived threads do not each burn a region of address space. Carving attaches
+ * the thread to the composition's lifecycle service (platform/lifecycle.h), so that happens under
+ * any composition; without an exit hook the tail stays unused: address space, never memory. */
 #include "../core/layer.h"
 #include "../core/errors.h"
 #include "../core/pagemap.h"
@@ -58,9 +59,9 @@
 #ifndef SM_OPT_HUGE_PAGES
 #define SM_OPT_HUGE_PAGES 0
 #endif
-_Static_assert(SM_OPT_GROWTH == 0 || ((SM_OPT_GROWTH) & ((SM_OPT_GROWTH) - 1)) == 0,
+_Static_assert((SM_OPT_GROWTH) == 0 || ((SM_OPT_GROWTH) & ((SM_OPT_GROWTH) - 1)) == 0,
                "mmap_heap: SM_OPT_GROWTH must be 0 or a power of two");
-_Static_assert(SM_OPT_THREAD_HEAP_SIZE == 0 || SM_OPT_THREAD_HEAP_SIZE >= ((size_t)1 << 20),
+_Static_assert((SM_OPT_THREAD_HEAP_SIZE) == 0 || (SM_OPT_THREAD_HEAP_SIZE) >= ((size_t)1 << 20),
                "mmap_heap: SM_OPT_THREAD_HEAP_SIZE must be 0 or at least 1 MiB");
 
 /* Page-map word of a block's first page: its size (a multiple of 4 KiB) | kind bits. */
@@ -202,6 +203,8 @@ SM_UNUSED static bool SM_FN(new_region)(void)
     return true;
 }
 
+SM_INLINE void SM_FN(thread_exit)(void);
+
 /* The thread's region cannot hold `bytes`: reuse a freed block, adopt an orphan tail or reserve. */
 SM_SLOWPATH SM_UNUSED void *SM_FN(carve_slow)(sm_mctx_t *c, size_t bytes)
 {
@@ -226,6 +229,9 @@ SM_SLOWPATH SM_UNUSED void *SM_FN(carve_slow)(sm_mctx_t *c, size_t bytes)
         /* The old tail, smaller than one block, is dropped: address space only, never touched. */
         if ((size_t)(SM_FN(region).end - SM_FN(region).cur) < bytes && !SM_FN(new_region)())
             return SM_FN(map_direct)(c);
+        /* Its tail goes on the orphan list when the thread exits (without an exit hook it stays
+         * with the thread: address space only, never touched). */
+        (void)sm_thread_attach(SM_FN(thread_exit));
         p = SM_FN(region).cur;
         SM_FN(region).cur += bytes;
         usable = bytes;
@@ -238,7 +244,7 @@ SM_SLOWPATH SM_UNUSED void *SM_FN(carve_slow)(sm_mctx_t *c, size_t bytes)
 SM_INLINE void *SM_FN(alloc)(sm_mctx_t *c)
 {
     size_t page = sm_plat_page_size();
-    if (SM_OPT_THREAD_HEAP_SIZE && c->size <= SM_MMAP_THREAD_MAX && c->align <= page) {
+    if ((SM_OPT_THREAD_HEAP_SIZE) != 0 && c->size <= SM_MMAP_THREAD_MAX && c->align <= page) {
         size_t bytes = sm_align_up(c->size ? c->size : 1, page);
         char *p = SM_FN(region).cur;
         if (sm_likely(!__atomic_load_n(&SM_FN(obj).freed_count, __ATOMIC_RELAXED) &&
@@ -437,7 +443,7 @@ SM_SLOWPATH SM_UNUSED bool SM_FN(remap)(sm_mctx_t *c, size_t n)
 
 SM_INLINE void SM_FN(thread_exit)(void)
 {
-    if (!SM_OPT_THREAD_HEAP_SIZE)
+    if ((SM_OPT_THREAD_HEAP_SIZE) == 0)
         return;
     char *cur = SM_FN(region).cur, *end = SM_FN(region).end;
     SM_FN(region).cur = SM_FN(region).end = NULL;

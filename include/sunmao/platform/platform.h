@@ -21,6 +21,7 @@
  *            sm_plat_atfork(prepare, parent, child)
  *   process  sm_plat_entropy(buf, n <= 16) bytes the OS gave at start, false if none;
  *            sm_plat_getenv(name); sm_plat_write_stderr(s, n); sm_plat_abort()
+ *   lifecycle  sm_thread_attach(layer_exit): the composition's one thread-exit hook (lifecycle.h)
  * A call that cannot be served has a defined failure (NULL, -1, false, 0) that its callers handle:
  * the freestanding platform builds every layer, and those that need an OS answer "no memory". */
 #ifndef SUNMAO_PLATFORM_PLATFORM_H
@@ -32,6 +33,7 @@
 #include "linux.h"
 #endif
 #include "../core/mctx.h"
+#include "lifecycle.h"
 
 /* The CPU of request c: the one its socket (a cmalloc-style socket passes a partition) or an earlier
  * layer recorded, else the platform's answer, recorded for the layers after. */

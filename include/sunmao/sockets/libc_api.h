@@ -4,8 +4,6 @@
  *   SM_NEXT        the top layer of the composition
  *   SM_ERR         err policy for bad pointers handed to realloc/malloc_usable_size
  *   SM_API(name)   the exported name of API function `name`
- *   SM_SOCKET_THREAD_EXIT  (optional, 0 by default) 1 when a layer keeps per-thread state: the
- *                  socket then calls the stack's thread_exit hook when each thread ends
  *   SM_SOCKET_BACKGROUND   (optional, default 1) 1: a background thread runs the stack's release
  *                  clock (below); 0: memory goes back only on the layers' own request paths and
  *                  on malloc_trim
@@ -36,8 +34,9 @@
  *     allocator state to protect; its child starts up on its own first miss;
  *   - a free that misses also runs start-up (say, the first request of the process is a sized
  *     free: the cache's slow path would otherwise allocate from an uncreated stack);
- *   - the thread-exit hook (SM_SOCKET_THREAD_EXIT) is attached on a thread's first miss, which
- *     comes before it can hold any per-thread state (all of it is made on slow paths).
+ *   - thread exit: start-up makes the top layer's thread_exit the composition's exit
+ *     (platform/lifecycle.h); each layer attaches a thread when it makes state for it, on a slow
+ *     path, so the socket keeps no per-thread state and no thread-exit option of its own.
  * Without a hit path (a tlsf or slab top layer), every request tests readiness first, as the
  * layers below it may not run before their create hooks.
  *
@@ -78,26 +77,6 @@ enum { SM_SOCKET_UNINIT, SM_SOCKET_INITIALISING, SM_SOCKET_READY };
 static int sm_socket_state;
 static int sm_socket_hooks_registered;
 static sm_plat_lock_t sm_socket_init_lock = SM_PLAT_LOCK_INIT;
-
-#ifndef SM_SOCKET_THREAD_EXIT
-#define SM_SOCKET_THREAD_EXIT 0
-#endif
-#if SM_SOCKET_THREAD_EXIT
-/* The platform's exit key is the one hook that also runs for threads the program did not create
- * through us; it needs a non-NULL value, set at each thread's first request. */
-static sm_plat_key_t sm_socket_thread_key;
-static __thread bool sm_socket_thread_attached;
-static void sm_socket_thread_exit(void *unused)
-{
-    (void)unused;
-    SM_NEXT_FN(thread_exit)();
-}
-SM_SLOWPATH void sm_socket_thread_attach(void)
-{
-    sm_socket_thread_attached = true;
-    sm_plat_key_set(sm_socket_thread_key, (void *)1);
-}
-#endif
 
 #ifndef SM_SOCKET_BACKGROUND
 #define SM_SOCKET_BACKGROUND 1
@@ -166,6 +145,8 @@ SM_SLOWPATH bool sm_socket_init_slow(void)
     int state = __atomic_load_n(&sm_socket_state, __ATOMIC_ACQUIRE);
     if (state == SM_SOCKET_UNINIT) {
         __atomic_store_n(&sm_socket_state, SM_SOCKET_INITIALISING, __ATOMIC_RELAXED);
+        /* A thread's exit runs the whole chain's thread_exit, for whichever layers attached it. */
+        __atomic_store_n(&sm_thread_exit_top, SM_NEXT_FN(thread_exit), __ATOMIC_RELEASE);
         uint64_t seed;
         if (sm_plat_entropy(&seed, sizeof seed))
             sm_secret_seed(seed);
@@ -182,9 +163,6 @@ SM_SLOWPATH bool sm_socket_init_slow(void)
      * allocates, and that allocation must find a working allocator, not a held lock. */
     if (!__atomic_exchange_n(&sm_socket_hooks_registered, 1, __ATOMIC_ACQ_REL)) {
         sm_plat_atfork(sm_socket_fork_prepare, sm_socket_fork_parent, sm_socket_fork_child);
-#if SM_SOCKET_THREAD_EXIT
-        sm_plat_key_create(&sm_socket_thread_key, sm_socket_thread_exit);
-#endif
     }
     return true;
 }
@@ -201,10 +179,6 @@ SM_INLINE void *sm_socket_alloc_stack(size_t size, size_t align, unsigned flags)
         errno = ENOMEM;
         return NULL;
     }
-#if SM_SOCKET_THREAD_EXIT
-    if (sm_unlikely(!sm_socket_thread_attached))
-        sm_socket_thread_attach();
-#endif
     sm_mctx_t c = sm_mctx_alloc(size ? size : 1, align, flags);
     void *p = SM_NEXT_FN(alloc_miss)(&c); /* the hit, if any, was tried: never twice */
     sm_socket_bg_check();
@@ -236,10 +210,6 @@ static __attribute__((noinline)) void *sm_socket_alloc_miss(size_t size, size_t 
 static __attribute__((noinline)) void sm_socket_free_miss(void *ptr, size_t size, unsigned flags)
 {
     (void)sm_socket_ready(); /* a failed start-up leaves the free to the stack, as it always was */
-#if SM_SOCKET_THREAD_EXIT
-    if (sm_unlikely(!sm_socket_thread_attached))
-        sm_socket_thread_attach();
-#endif
     sm_socket_free_stack(ptr, size, flags);
 }
 

@@ -110,16 +110,14 @@
  * in every list, so the bytes cached never exceed the budget — without a byte counter on the fast
  * path (limits change only on slow paths).
  *
- * Thread exit. The layer registers its own exit key (sm_plat_key, created once, when the
- * first cache is made; setting the key's value to the cache is the thread's registration), so it
- * works under any socket and costs the socket's fast path nothing: compose it with
- * SM_SOCKET_THREAD_EXIT 0. The destructor calls L_thread_exit, which returns every cached object
- * and the cache itself to the next layer, calls the next layer's thread_exit, and points the TLS at
- * a second constant, the *retired cache*: also empty with limits 0, but its slow path passes every
- * request to the next layer instead of creating a cache. So a destructor that runs after ours
- * (glibc runs key destructors for up to PTHREAD_DESTRUCTOR_ITERATIONS rounds) may still allocate
- * and free, never re-registers the thread, and the rounds end. Calling L_thread_exit twice (say, the
- * socket's hook as well) only calls the next layer's thread_exit twice.
+ * Thread exit. Making a cache attaches the thread to the composition's lifecycle service
+ * (platform/lifecycle.h), which costs the fast path nothing; at exit the service runs the chain's
+ * L_thread_exit. This layer's returns every cached object and the cache itself to the next layer,
+ * calls the next layer's thread_exit, and points the TLS at a second constant, the *retired cache*:
+ * also empty with limits 0, but its slow path passes every request to the next layer instead of
+ * creating a cache. So a destructor that runs after the hook (glibc runs key destructors for up to
+ * PTHREAD_DESTRUCTOR_ITERATIONS rounds) may still allocate and free, never makes a cache again, and
+ * the rounds end. A second L_thread_exit only calls the next layer's thread_exit again.
  *
  * Fork. The forking thread's cache is memory of the process, so it stays valid in the child. Other
  * threads' caches are lost in the child: their objects stay allocated and are never reused (the
@@ -203,7 +201,7 @@ enum {
     SM_FN(batch_max) = SM_OPT_BATCH_MAX,
     SM_FN(list_max) = SM_OPT_LIST_MAX,
     SM_FN(batch_bytes) = SM_OPT_BATCH_BYTES,
-    SM_FN(gc_pressure_events) = (SM_OPT_GC_EVENTS) / 4,
+    SM_FN(gc_pressure_events) = (SM_OPT_GC_EVENTS) >= 4 ? (SM_OPT_GC_EVENTS) / 4 : 1,
     SM_FN(idle_scan_refills) = SM_OPT_IDLE_SCAN_REFILLS,
     SM_FN(class_table_len) = (int)(((size_t)(SM_SIZE_MAX) + 15) / 16 + 1),
     /* Aligned requests: alignments 32 .. align_max are served from the lists (see aligned_of). */
@@ -244,8 +242,7 @@ static __thread struct SM_FN(cache) *SM_FN(tls) __attribute__((tls_model("initia
 /* Shared, written once (by the first slow path of the process, under sm_plat_once), then read only. */
 static struct {
     sm_plat_once_t once;
-    bool ready; /* the tables are built and the key exists; false also if either failed */
-    sm_plat_key_t key;
+    bool ready; /* the tables are built; false also if that failed */
     uint32_t class_bytes[SM_FN(class_count)]; /* the size of each cached class, 0 for the others:
                                                 * only lists of a nonzero size ever get a limit */
     /* slot_of[(size + 15) / 16] = 16 x size_to_class(size) for size <= SM_SIZE_MAX, the offset of
@@ -394,13 +391,7 @@ SM_SLOWPATH void SM_FN(report_setup)(const char *detail)
     SM_ERR_FN(raise)(SM_ERR_BAD_REQUEST, SM_LAYER_NAME, NULL, detail);
 }
 
-SM_SLOWPATH void SM_FN(thread_destructor)(void *cache)
-{
-    (void)cache;
-    SM_FN(thread_exit)();
-}
-
-/* Once per process, from the first slow path: the class tables and the thread-exit key. */
+/* Once per process, from the first slow path: the class tables. */
 SM_SLOWPATH void SM_FN(init_once)(void)
 {
     /* The cached classes: those of the sizes in [SM_SIZE_MIN, SM_SIZE_MAX]. */
@@ -429,11 +420,11 @@ SM_SLOWPATH void SM_FN(init_once)(void)
             SM_FN(obj).aligned_of[a][cls] = (uint8_t)(fit <= last ? fit : 0);
         }
     }
-    SM_FN(obj).ready = sm_plat_key_create(&SM_FN(obj).key, SM_FN(thread_destructor));
+    SM_FN(obj).ready = true;
 }
 
 /* The calling thread's cache, created on its first slow path; NULL when the thread is to bypass
- * the cache (retired, or no memory for a cache, or no pthread key could be had). */
+ * the cache (retired, or no memory for a cache, or no thread-exit hook could be had). */
 SM_SLOWPATH struct SM_FN(cache) *SM_FN(cache_get)(void)
 {
     struct SM_FN(cache) *cache = SM_FN(tls);
@@ -442,7 +433,8 @@ SM_SLOWPATH struct SM_FN(cache) *SM_FN(cache_get)(void)
     if (cache == &SM_FN(retired_cache))
         return NULL;
     sm_plat_once(&SM_FN(obj).once, SM_FN(init_once));
-    if (!SM_FN(obj).ready) { /* no tables, or no exit hook (a cache would leak when the thread ends) */
+    if (!SM_FN(obj).ready || !sm_thread_attach(SM_FN(thread_exit))) {
+        /* no tables, or no exit hook (a cache would leak when the thread ends) */
         SM_FN(tls) = (struct SM_FN(cache) *)&SM_FN(retired_cache);
         return NULL;
     }
@@ -454,9 +446,6 @@ SM_SLOWPATH struct SM_FN(cache) *SM_FN(cache_get)(void)
     memset(cache, 0, sizeof *cache);
     /* Nonzero, differs per thread and per process, and is not a pointer a program stores. */
     SM_FN(tls) = cache;
-    /* Registration. May allocate (glibc, for keys past the first 32): that request finds this
-     * thread's cache in place. */
-    sm_plat_key_set(SM_FN(obj).key, cache);
     return cache;
 }
 
@@ -480,9 +469,8 @@ SM_HOT void SM_FN(list_push)(const struct SM_FN(cache) *cache, struct SM_FN(list
 {
     (void)cache;
     ((void **)p)[0] = l->head;
-#if SM_OPT_DOUBLE_FREE_CHECK
-    ((uintptr_t *)p)[1] = SM_FN(tag_of)(cache);
-#endif
+    if (SM_OPT_DOUBLE_FREE_CHECK)
+        ((uintptr_t *)p)[1] = SM_FN(tag_of)(cache);
     l->head = p;
     l->count++;
 }
@@ -533,9 +521,8 @@ SM_SLOWPATH void *SM_FN(refill)(size_t size, sm_mctx_t *c)
     }
     l->head = head; /* the list was empty: that is why we are here */
     l->count = got - 1;
-#if SM_OPT_DOUBLE_FREE_CHECK
-    ((uintptr_t *)out[0])[1] = 0; /* a stale tag would make its free look like a double free */
-#endif
+    if (SM_OPT_DOUBLE_FREE_CHECK)
+        ((uintptr_t *)out[0])[1] = 0; /* a stale tag would make its free look like a double free */
     SM_FN(event)(cache);
     return out[0];
 }
@@ -566,15 +553,13 @@ SM_SLOWPATH bool SM_FN(overflow)(sm_mctx_t *c)
     if (cls >= SM_FN(class_count) || !SM_FN(obj).class_bytes[cls])
         return false;
     struct SM_FN(list) *l = &cache->list[cls];
-#if SM_OPT_DOUBLE_FREE_CHECK
-    if (((uintptr_t *)p)[1] == SM_FN(tag_of)(cache)) {
+    if (SM_OPT_DOUBLE_FREE_CHECK && ((uintptr_t *)p)[1] == SM_FN(tag_of)(cache)) {
         if (SM_FN(on_list)(l, p)) {
             SM_ERR_FN(raise)(SM_ERR_DOUBLE_FREE, SM_LAYER_NAME, p, "object is already in the thread cache; ignored");
             return true;
         }
         return false; /* not here (any more): let the layers below validate it */
     }
-#endif
     unsigned batch = SM_FN(batch_of)(cls);
     if (l->limit < batch)
         SM_FN(grow)(cache, cls, l->limit + 1u); /* slow start on the freeing side too */
@@ -618,9 +603,8 @@ SM_HOT void *SM_FN(pop)(struct SM_FN(list) *l, void *head)
     l->count = count;
     if (count < l->low)
         l->low = (uint16_t)count;
-#if SM_OPT_DOUBLE_FREE_CHECK
-    ((uintptr_t *)head)[1] = 0;
-#endif
+    if (SM_OPT_DOUBLE_FREE_CHECK)
+        ((uintptr_t *)head)[1] = 0;
     return head;
 }
 
@@ -686,11 +670,7 @@ SM_HOT bool SM_FN(push)(void *p, unsigned slot)
 {
     struct SM_FN(cache) *cache = SM_FN(tls);
     struct SM_FN(list) *l = SM_FN(list_at)(cache, slot);
-#if SM_OPT_DOUBLE_FREE_CHECK
-    bool room = l->count < l->limit && ((uintptr_t *)p)[1] != SM_FN(tag_of)(cache);
-#else
-    bool room = l->count < l->limit;
-#endif
+    bool room = l->count < l->limit && (!SM_OPT_DOUBLE_FREE_CHECK || ((uintptr_t *)p)[1] != SM_FN(tag_of)(cache));
     if (sm_unlikely(!room))
         return false;
     SM_FN(list_push)(cache, l, p);

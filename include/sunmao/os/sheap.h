@@ -38,7 +38,7 @@
 #ifndef SM_OPT_POOL_SIZE
 #define SM_OPT_POOL_SIZE ((size_t)8 << 20)
 #endif
-_Static_assert((SM_OPT_POOL_SIZE) >= 256, "sheap: SM_OPT_POOL_SIZE is too small to hold a block");
+_Static_assert((SM_OPT_POOL_SIZE) >= 256, "sheap: SM_OPT_POOL_SIZE must be at least 256 (room for a block)");
 
 typedef struct SM_FN(hdr) {
     size_t size_bits; /* block bytes, header included, a multiple of 16 | flag bits */

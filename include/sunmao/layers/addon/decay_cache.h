@@ -204,22 +204,23 @@ SM_SLOWPATH size_t SM_FN(do_chores)(struct SM_FN(chores) *w)
         SM_FN(give_back)(w->give_back[i].ptr, w->give_back[i].size);
         bytes += w->give_back[i].size;
     }
-    if (!w->purge_count)
+    const unsigned n = w->purge_count; /* one load: the loops below pair up, as the compiler can see */
+    if (!n)
         return bytes;
     bool purged[SM_OPT_MAX_BLOCKS];
-    for (unsigned i = 0; i < w->purge_count; i++) {
+    for (unsigned i = 0; i < n; i++) {
         /* Busy slots keep ptr and size: only their purger changes them. */
         sm_mctx_t c = sm_mctx_block(w->purge[i]->ptr, w->purge[i]->size, SM_OPT_PURGE_LAZY ? 0 : SM_F_ZERO);
         purged[i] = SM_NEXT_FN(purge)(&c);
         bytes += purged[i] ? w->purge[i]->size : 0;
     }
     SM_SYNC_FN(lock)(&SM_FN(obj).lock);
-    for (unsigned i = 0; i < w->purge_count; i++)
+    for (unsigned i = 0; i < n; i++)
         /* A block that could not be purged stays dirty; it is returned at 2x decay like the rest. */
         w->purge[i]->state = purged[i] ? SM_FN(s_purged) : SM_FN(s_dirty);
     /* Purged or not, they go back to the next layer at 2x decay; a failed purge is not retried. */
     uint64_t next = __atomic_load_n(&SM_FN(obj).next_deadline, __ATOMIC_RELAXED);
-    for (unsigned i = 0; i < w->purge_count; i++) {
+    for (unsigned i = 0; i < n; i++) {
         uint64_t due = w->purge[i]->since_ms + 2 * (uint64_t)SM_OPT_DECAY_MS;
         if (due < next)
             next = due;

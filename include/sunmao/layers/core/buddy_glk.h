@@ -8,6 +8,8 @@
  *                      build its pages from it)
  *   SM_OPT_CHUNK_SIZE  bytes taken from the next layer at a time, aligned to their own size; also the
  *                      largest block: bigger requests go to the next layer (default 4 MiB)
+ *   SM_OPT_KEEP_SPARE  1 (default): keep one entirely free chunk as a spare; 0: give every free chunk
+ *                      back to the next layer at once (see below)
  *   SM_OPT_DECAY_MS    free memory idle this long is given back by L_release (default 1000): the
  *                      pages of free blocks are purged (next layer's L_purge), a kept spare chunk
  *                      goes back to the next layer
@@ -74,6 +76,7 @@
 #ifndef SM_OPT_PURGE_MIN
 #define SM_OPT_PURGE_MIN ((size_t)64 << 10)
 #endif
+_Static_assert((SM_OPT_DECAY_MS) >= 1, "buddy_glk: SM_OPT_DECAY_MS must be at least 1 ms");
 _Static_assert((SM_OPT_PURGE_MIN) >= 4096, "buddy_glk: SM_OPT_PURGE_MIN must be at least one page");
 _Static_assert((SM_OPT_MIN_BLOCK) >= 16 && ((SM_OPT_MIN_BLOCK) & ((SM_OPT_MIN_BLOCK) - 1)) == 0,
                "buddy_glk: SM_OPT_MIN_BLOCK must be a power of two >= 16 (a free block holds two links)");
@@ -236,19 +239,18 @@ SM_SLOWPATH void SM_FN(release_chunk)(struct SM_FN(chunk) *ch)
 
 SM_INLINE int SM_FN(create)(void) { return SM_NEXT_FN(create)(); }
 
-SM_INLINE void *SM_FN(alloc)(sm_mctx_t *c)
+/* Critical sections, handed to the sync policy's atomic_exec, which may run them on another thread
+ * (a combining policy): they set no errno and raise nothing; results travel back in the argument. */
+struct SM_FN(cs_alloc) { unsigned order; char *ptr; };
+SM_INLINE void SM_FN(cs_alloc)(void *arg)
 {
-    size_t need = c->size > c->align ? c->size : c->align;
-    if (!SM_FN(handles_size)(c->size) || need > (SM_OPT_CHUNK_SIZE))
-        return SM_NEXT_FN(alloc)(c);
-    unsigned order = need <= (SM_OPT_MIN_BLOCK) ? (unsigned)SM_FN(min_order) : sm_log2_ceil(need);
-    SM_SYNC_FN(lock)(&SM_FN(obj).lock);
+    struct SM_FN(cs_alloc) *a = (struct SM_FN(cs_alloc) *)arg;
+    unsigned order = a->order;
     uint64_t fits = SM_FN(obj).nonempty >> (order - SM_FN(min_order));
     if (sm_unlikely(!fits)) {
         if (!SM_FN(grow)()) {
-            SM_SYNC_FN(unlock)(&SM_FN(obj).lock);
-            errno = ENOMEM;
-            return c->ptr = NULL;
+            a->ptr = NULL;
+            return;
         }
         fits = SM_FN(obj).nonempty >> (order - SM_FN(min_order));
     }
@@ -265,8 +267,19 @@ SM_INLINE void *SM_FN(alloc)(sm_mctx_t *c)
         SM_FN(push)(k, ch, off + ((size_t)1 << k), halves);
     }
     ch->state[i] = (uint8_t)(SM_BUDDY_USED | order);
-    SM_SYNC_FN(unlock)(&SM_FN(obj).lock);
-    return c->ptr = p;
+    a->ptr = p;
+}
+
+SM_INLINE void *SM_FN(alloc)(sm_mctx_t *c)
+{
+    size_t need = c->size > c->align ? c->size : c->align;
+    if (!SM_FN(handles_size)(c->size) || need > (SM_OPT_CHUNK_SIZE))
+        return SM_NEXT_FN(alloc)(c);
+    struct SM_FN(cs_alloc) a = { need <= (SM_OPT_MIN_BLOCK) ? (unsigned)SM_FN(min_order) : sm_log2_ceil(need), NULL };
+    SM_SYNC_FN(atomic_exec)(&SM_FN(obj).lock, SM_FN(cs_alloc), &a);
+    if (sm_unlikely(!a.ptr))
+        errno = ENOMEM;
+    return c->ptr = a.ptr;
 }
 
 /* Why a free of offset `off` in `ch` is not a free of an allocated block. Caller holds the lock. */
@@ -319,6 +332,37 @@ SM_SLOWPATH unsigned SM_FN(insert_free)(struct SM_FN(chunk) *ch, size_t off, uns
     return k;
 }
 
+struct SM_FN(cs_free) {
+    struct SM_FN(chunk) *ch; /* looked up without the lock */
+    void *ptr;
+    size_t size; /* the user's, for a sized free; else 0 */
+    bool note, bad;      /* bad: not freed, error and detail say why */
+    sm_err_kind_t error;
+    const char *detail;
+};
+SM_INLINE void SM_FN(cs_free)(void *arg)
+{
+    struct SM_FN(cs_free) *f = (struct SM_FN(cs_free) *)arg;
+    struct SM_FN(chunk) *ch = f->ch;
+    /* Looked up again inside the section: only a bad free can race with its chunk being released,
+     * and that must be reported, not read through a freed descriptor. */
+    if (sm_unlikely(SM_FN(chunk_of)(f->ptr) != ch)) {
+        f->bad = true;
+        f->error = SM_ERR_DOUBLE_FREE;
+        f->detail = "chunk was released meanwhile: block freed twice";
+        return;
+    }
+    size_t off = (size_t)((char *)f->ptr - ch->base), i = off >> SM_FN(min_order);
+    unsigned st = ch->state[i], k = st & SM_BUDDY_ORDER;
+    if (sm_unlikely(!(st & SM_BUDDY_USED) || (off & ((SM_OPT_MIN_BLOCK) - 1)) || f->size > ((size_t)1 << k))) {
+        f->bad = true;
+        f->error = SM_FN(diagnose_free)(ch, off, &f->detail);
+        return;
+    }
+    ch->state[i] = 0;
+    f->note = SM_FN(insert_free)(ch, off, k, 0) >= SM_FN(purge_order);
+}
+
 SM_INLINE void SM_FN(free)(sm_mctx_t *c)
 {
     struct SM_FN(chunk) *ch = SM_FN(chunk_of)(c->ptr);
@@ -326,28 +370,12 @@ SM_INLINE void SM_FN(free)(sm_mctx_t *c)
         SM_NEXT_FN(free)(c);
         return;
     }
-    SM_SYNC_FN(lock)(&SM_FN(obj).lock);
-    /* Looked up again under the lock: only a bad free can race with its chunk being released, and
-     * that must be reported, not read through a freed descriptor. */
-    if (sm_unlikely(SM_FN(chunk_of)(c->ptr) != ch)) {
-        SM_SYNC_FN(unlock)(&SM_FN(obj).lock);
-        SM_ERR_FN(raise)(SM_ERR_DOUBLE_FREE, SM_LAYER_NAME, c->ptr, "chunk was released meanwhile: block freed twice");
-        return;
-    }
-    size_t off = (size_t)((char *)c->ptr - ch->base), i = off >> SM_FN(min_order);
-    unsigned st = ch->state[i], k = st & SM_BUDDY_ORDER;
-    if (sm_unlikely(!(st & SM_BUDDY_USED) || (off & ((SM_OPT_MIN_BLOCK) - 1)) ||
-                    ((c->flags & SM_F_SIZED) && c->size > ((size_t)1 << k)))) {
-        const char *detail;
-        sm_err_kind_t kind = SM_FN(diagnose_free)(ch, off, &detail);
-        SM_SYNC_FN(unlock)(&SM_FN(obj).lock);
-        SM_ERR_FN(raise)(kind, SM_LAYER_NAME, c->ptr, detail); /* safe action: ignore the free */
-        return;
-    }
-    ch->state[i] = 0;
-    if (SM_FN(insert_free)(ch, off, k, 0) >= SM_FN(purge_order))
+    struct SM_FN(cs_free) f = { ch, c->ptr, (c->flags & SM_F_SIZED) ? c->size : 0, false, false, SM_ERR_INVALID_FREE, NULL };
+    SM_SYNC_FN(atomic_exec)(&SM_FN(obj).lock, SM_FN(cs_free), &f);
+    if (sm_unlikely(f.bad))
+        SM_ERR_FN(raise)(f.error, SM_LAYER_NAME, c->ptr, f.detail); /* safe action: ignore the free */
+    else if (f.note)
         sm_release_note();
-    SM_SYNC_FN(unlock)(&SM_FN(obj).lock);
 }
 
 SM_INLINE bool SM_FN(getmeta)(sm_mctx_t *c)
@@ -366,18 +394,13 @@ SM_INLINE bool SM_FN(getmeta)(sm_mctx_t *c)
     return true;
 }
 
-/* Shrinks by freeing upper halves; grows only while the block is the lower half of a free buddy. */
-SM_INLINE bool SM_FN(resize)(sm_mctx_t *c, size_t n)
+struct SM_FN(cs_resize) { struct SM_FN(chunk) *ch; size_t off; unsigned want; bool ok, note; };
+SM_INLINE void SM_FN(cs_resize)(void *arg)
 {
-    struct SM_FN(chunk) *ch = SM_FN(chunk_of)(c->ptr);
-    if (!ch)
-        return SM_NEXT_FN(resize)(c, n);
-    if (n > (SM_OPT_CHUNK_SIZE))
-        return false;
-    unsigned want = n <= (SM_OPT_MIN_BLOCK) ? (unsigned)SM_FN(min_order) : sm_log2_ceil(n);
-    size_t off = (size_t)((char *)c->ptr - ch->base), i = off >> SM_FN(min_order);
-    SM_SYNC_FN(lock)(&SM_FN(obj).lock);
-    unsigned st = ch->state[i], k = st & SM_BUDDY_ORDER;
+    struct SM_FN(cs_resize) *r = (struct SM_FN(cs_resize) *)arg;
+    struct SM_FN(chunk) *ch = r->ch;
+    size_t off = r->off, i = off >> SM_FN(min_order);
+    unsigned st = ch->state[i], k = st & SM_BUDDY_ORDER, want = r->want;
     bool ok = !(off & ((SM_OPT_MIN_BLOCK) - 1)) && (st & SM_BUDDY_USED);
     if (ok && want < k) {
         while (k > want) {
@@ -385,8 +408,7 @@ SM_INLINE bool SM_FN(resize)(sm_mctx_t *c, size_t n)
             ch->state[(off + ((size_t)1 << k)) >> SM_FN(min_order)] = (uint8_t)(SM_BUDDY_FREE | k);
             SM_FN(push)(k, ch, off + ((size_t)1 << k), 0);
         }
-        if (k >= SM_FN(purge_order))
-            sm_release_note();
+        r->note = k >= SM_FN(purge_order);
     } else if (ok && want > k) {
         for (unsigned j = k; ok && j < want; j++)
             ok = !(off & ((size_t)1 << j)) && ch->state[(off + ((size_t)1 << j)) >> SM_FN(min_order)] == (SM_BUDDY_FREE | j);
@@ -397,8 +419,23 @@ SM_INLINE bool SM_FN(resize)(sm_mctx_t *c, size_t n)
     }
     if (ok)
         ch->state[i] = (uint8_t)(SM_BUDDY_USED | want);
-    SM_SYNC_FN(unlock)(&SM_FN(obj).lock);
-    return ok;
+    r->ok = ok;
+}
+
+/* Shrinks by freeing upper halves; grows only while the block is the lower half of a free buddy. */
+SM_INLINE bool SM_FN(resize)(sm_mctx_t *c, size_t n)
+{
+    struct SM_FN(chunk) *ch = SM_FN(chunk_of)(c->ptr);
+    if (!ch)
+        return SM_NEXT_FN(resize)(c, n);
+    if (n > (SM_OPT_CHUNK_SIZE))
+        return false;
+    struct SM_FN(cs_resize) r = { ch, (size_t)((char *)c->ptr - ch->base),
+                                  n <= (SM_OPT_MIN_BLOCK) ? (unsigned)SM_FN(min_order) : sm_log2_ceil(n), false, false };
+    SM_SYNC_FN(atomic_exec)(&SM_FN(obj).lock, SM_FN(cs_resize), &r);
+    if (r.note)
+        sm_release_note();
+    return r.ok;
 }
 
 SM_INLINE bool SM_FN(purge)(sm_mctx_t *c) { return SM_NEXT_FN(purge)(c); }

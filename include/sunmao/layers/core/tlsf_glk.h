@@ -69,7 +69,7 @@
 #endif
 _Static_assert((SM_OPT_DECAY_MS) >= 1, "tlsf_glk: SM_OPT_DECAY_MS must be at least 1 ms");
 _Static_assert((SM_OPT_PURGE_MIN) >= 4096, "tlsf_glk: SM_OPT_PURGE_MIN must be at least one page");
-_Static_assert(SM_OPT_SL_BITS >= 2 && SM_OPT_SL_BITS <= 6, "tlsf_glk: SM_OPT_SL_BITS must be 2..6");
+_Static_assert((SM_OPT_SL_BITS) >= 2 && (SM_OPT_SL_BITS) <= 6, "tlsf_glk: SM_OPT_SL_BITS must be 2..6");
 _Static_assert((SM_OPT_REGION_SIZE) >= 4096 && (SM_OPT_REGION_SIZE) % 4096 == 0,
                "tlsf_glk: SM_OPT_REGION_SIZE must be a non-zero multiple of 4096");
 
@@ -80,9 +80,9 @@ _Static_assert((SM_OPT_REGION_SIZE) >= 4096 && (SM_OPT_REGION_SIZE) % 4096 == 0,
 #define SM_TLSF_FLAGS      ((size_t)15)
 #define SM_TLSF_HDR        ((size_t)8)  /* header word in front of every payload */
 #define SM_TLSF_MIN_BLOCK  ((size_t)32) /* header + two links + self pointer of a free block */
-#define SM_TLSF_SL_COUNT   (1u << SM_OPT_SL_BITS)
+#define SM_TLSF_SL_COUNT   (1u << (SM_OPT_SL_BITS))
 /* Below 2^FL_SHIFT the classes are exact (one per 16 bytes) and all live in first level 0. */
-#define SM_TLSF_FL_SHIFT   (SM_OPT_SL_BITS + 4)
+#define SM_TLSF_FL_SHIFT   ((SM_OPT_SL_BITS) + 4)
 #define SM_TLSF_FL_COUNT   (SM_PAGEMAP_ADDR_BITS - SM_TLSF_FL_SHIFT + 1)
 /* Larger requests or alignments cannot be met in a 48-bit address space; refusing them early
  * keeps every size computation below free of overflow. */
@@ -166,7 +166,7 @@ SM_INLINE void SM_FN(mapping)(size_t size, unsigned *fl, unsigned *sl)
     } else {
         unsigned l = sm_log2_floor(size);
         *fl = l - SM_TLSF_FL_SHIFT + 1;
-        *sl = (unsigned)(size >> (l - SM_OPT_SL_BITS)) - SM_TLSF_SL_COUNT;
+        *sl = (unsigned)(size >> (l - (SM_OPT_SL_BITS))) - SM_TLSF_SL_COUNT;
     }
 }
 
@@ -175,7 +175,7 @@ SM_INLINE void SM_FN(mapping)(size_t size, unsigned *fl, unsigned *sl)
 SM_INLINE size_t SM_FN(search_size)(size_t size)
 {
     if (size >= ((size_t)1 << SM_TLSF_FL_SHIFT))
-        size += ((size_t)1 << (sm_log2_floor(size) - SM_OPT_SL_BITS)) - 1;
+        size += ((size_t)1 << (sm_log2_floor(size) - (SM_OPT_SL_BITS))) - 1;
     return size;
 }
 
@@ -435,14 +435,35 @@ static inline struct SM_FN(block) *SM_FN(live_block)(struct SM_FN(span) *s, void
 /* ---- the layer contract ---- */
 SM_INLINE int SM_FN(create)(void) { return SM_NEXT_FN(create)(); }
 
+/* Critical sections. Every section of a request path is handed to the sync policy's atomic_exec,
+ * which may run it on another thread (a combining policy runs waiting threads' sections in one
+ * pass): a section sets no errno and raises nothing; its results travel back in its argument, and
+ * the caller acts on them after the policy returns. */
+
+/* A request passed to a next layer that is not thread-safe, under our lock. */
+SM_INLINE void SM_FN(cs_pass_alloc)(void *c) { SM_NEXT_FN(alloc)((sm_mctx_t *)c); }
+SM_INLINE void SM_FN(cs_pass_free)(void *c) { SM_NEXT_FN(free)((sm_mctx_t *)c); }
+struct SM_FN(cs_pass_query) { sm_mctx_t *c; size_t n; bool answer; };
+SM_INLINE void SM_FN(cs_pass_getmeta)(void *arg)
+{
+    struct SM_FN(cs_pass_query) *q = (struct SM_FN(cs_pass_query) *)arg;
+    q->answer = SM_NEXT_FN(getmeta)(q->c);
+}
+SM_INLINE void SM_FN(cs_pass_resize)(void *arg)
+{
+    struct SM_FN(cs_pass_query) *q = (struct SM_FN(cs_pass_query) *)arg;
+    q->answer = SM_NEXT_FN(resize)(q->c, q->n);
+}
+
 SM_INLINE void *SM_FN(pass_alloc)(sm_mctx_t *c)
 {
     if (!SM_FN(next_needs_lock))
         return SM_NEXT_FN(alloc)(c);
-    SM_SYNC_FN(lock)(&SM_FN(obj).lock);
-    void *p = SM_NEXT_FN(alloc)(c);
-    SM_SYNC_FN(unlock)(&SM_FN(obj).lock);
-    return p;
+    c->ptr = NULL;
+    SM_SYNC_FN(atomic_exec)(&SM_FN(obj).lock, SM_FN(cs_pass_alloc), c);
+    if (!c->ptr)
+        errno = ENOMEM;
+    return c->ptr;
 }
 
 SM_INLINE void SM_FN(pass_free)(sm_mctx_t *c)
@@ -451,9 +472,23 @@ SM_INLINE void SM_FN(pass_free)(sm_mctx_t *c)
         SM_NEXT_FN(free)(c);
         return;
     }
-    SM_SYNC_FN(lock)(&SM_FN(obj).lock);
-    SM_NEXT_FN(free)(c);
-    SM_SYNC_FN(unlock)(&SM_FN(obj).lock);
+    SM_SYNC_FN(atomic_exec)(&SM_FN(obj).lock, SM_FN(cs_pass_free), c);
+}
+
+struct SM_FN(cs_alloc) { size_t size, need, align; void *ptr; };
+SM_INLINE void SM_FN(cs_alloc)(void *arg)
+{
+    struct SM_FN(cs_alloc) *a = (struct SM_FN(cs_alloc) *)arg;
+    struct SM_FN(block) *b = SM_FN(find_free)(a->need);
+    if (sm_unlikely(!b)) {
+        if (SM_FN(grow)(SM_FN(search_size)(a->need)))
+            b = SM_FN(find_free)(a->need);
+        if (!b) {
+            a->ptr = NULL;
+            return;
+        }
+    }
+    a->ptr = SM_FN(carve)(b, a->size, a->align);
 }
 
 SM_INLINE void *SM_FN(alloc)(sm_mctx_t *c)
@@ -467,60 +502,57 @@ SM_INLINE void *SM_FN(alloc)(sm_mctx_t *c)
     }
     size_t size = SM_FN(block_size)(c->size);
     /* Room for the worst front gap: just under one alignment step plus a minimal free block. */
-    size_t need = align <= 16 ? size : size + align + SM_TLSF_MIN_BLOCK;
-    SM_SYNC_FN(lock)(&SM_FN(obj).lock);
-    struct SM_FN(block) *b = SM_FN(find_free)(need);
-    if (sm_unlikely(!b)) {
-        if (SM_FN(grow)(SM_FN(search_size)(need)))
-            b = SM_FN(find_free)(need);
-        if (!b) {
-            SM_SYNC_FN(unlock)(&SM_FN(obj).lock);
-            errno = ENOMEM;
-            return c->ptr = NULL;
-        }
+    struct SM_FN(cs_alloc) a = { size, align <= 16 ? size : size + align + SM_TLSF_MIN_BLOCK, align, NULL };
+    SM_SYNC_FN(atomic_exec)(&SM_FN(obj).lock, SM_FN(cs_alloc), &a);
+    if (sm_unlikely(!a.ptr)) {
+        errno = ENOMEM;
+        return c->ptr = NULL;
     }
-    void *p = SM_FN(carve)(b, size, align);
-    SM_SYNC_FN(unlock)(&SM_FN(obj).lock);
     c->flags &= ~(unsigned)SM_F_FRESH;
-    return c->ptr = p;
+    return c->ptr = a.ptr;
+}
+
+/* A free's outcome: done, not ours (pass it down), or a bad free (kind and why say what). */
+enum { SM_FN(freed), SM_FN(not_ours), SM_FN(bad_free) };
+struct SM_FN(cs_free) { void *ptr; int outcome; bool note; sm_err_kind_t kind; const char *why; };
+SM_INLINE void SM_FN(cs_free)(void *arg)
+{
+    struct SM_FN(cs_free) *f = (struct SM_FN(cs_free) *)arg;
+    /* Read again inside the section: another thread may have returned the span meanwhile. */
+    uintptr_t tag = sm_pagemap_get(&SM_FN(obj).map, SM_TLSF_PAGE_SHIFT, f->ptr);
+    if (sm_unlikely(!tag)) {
+        f->outcome = SM_FN(not_ours);
+        return;
+    }
+    struct SM_FN(span) *span = SM_FN(span_of)(tag);
+    struct SM_FN(block) *b = SM_FN(live_block)(span, f->ptr, &f->kind, &f->why);
+    if (sm_unlikely(!b)) {
+        f->outcome = SM_FN(bad_free);
+        return;
+    }
+    b = SM_FN(release_block)(b);
+    f->outcome = SM_FN(freed);
+    f->note = SM_FN(bsize)(b) >= SM_FN(purge_block);
+    /* Keep one span even when empty, so a program that frees everything and starts again does
+     * not pay for a round trip to the next layer (until it has been empty for the decay time). */
+    if (sm_unlikely(b == SM_FN(first_block)(span) && SM_FN(bsize)(SM_FN(bnext)(b)) == 0) &&
+        SM_FN(obj).span_count > 1)
+        SM_FN(return_span)(span, b); /* the next layer may have a clock of its own: note anyway */
 }
 
 SM_INLINE void SM_FN(free)(sm_mctx_t *c)
 {
-    uintptr_t tag = sm_pagemap_get(&SM_FN(obj).map, SM_TLSF_PAGE_SHIFT, c->ptr);
-    if (!tag) {
+    if (!sm_pagemap_get(&SM_FN(obj).map, SM_TLSF_PAGE_SHIFT, c->ptr)) {
         SM_FN(pass_free)(c);
         return;
     }
-    SM_SYNC_FN(lock)(&SM_FN(obj).lock);
-    /* Read again under the lock: another thread may have returned the span meanwhile. */
-    if (SM_FN(thread_safe))
-        tag = sm_pagemap_get(&SM_FN(obj).map, SM_TLSF_PAGE_SHIFT, c->ptr);
-    if (sm_unlikely(!tag)) {
-        SM_SYNC_FN(unlock)(&SM_FN(obj).lock);
+    struct SM_FN(cs_free) f = { c->ptr, SM_FN(freed), false, SM_ERR_INVALID_FREE, NULL };
+    SM_SYNC_FN(atomic_exec)(&SM_FN(obj).lock, SM_FN(cs_free), &f);
+    if (sm_unlikely(f.outcome == SM_FN(not_ours)))
         SM_FN(pass_free)(c);
-        return;
-    }
-    struct SM_FN(span) *span = SM_FN(span_of)(tag);
-    sm_err_kind_t kind;
-    const char *why;
-    struct SM_FN(block) *b = SM_FN(live_block)(span, c->ptr, &kind, &why);
-    if (sm_unlikely(!b)) {
-        /* Raise without the lock: the err policy may not return. The free is ignored. */
-        SM_SYNC_FN(unlock)(&SM_FN(obj).lock);
-        SM_ERR_FN(raise)(kind, SM_LAYER_NAME, c->ptr, why);
-        return;
-    }
-    b = SM_FN(release_block)(b);
-    /* Keep one span even when empty, so a program that frees everything and starts again does
-     * not pay for a round trip to the next layer (until it has been empty for the decay time). */
-    const bool note = SM_FN(bsize)(b) >= SM_FN(purge_block);
-    if (sm_unlikely(b == SM_FN(first_block)(span) && SM_FN(bsize)(SM_FN(bnext)(b)) == 0) &&
-        SM_FN(obj).span_count > 1) {
-        SM_FN(return_span)(span, b); /* the next layer may have a clock of its own: note anyway */
-    }
-    SM_SYNC_FN(unlock)(&SM_FN(obj).lock);
-    if (note)
+    else if (sm_unlikely(f.outcome == SM_FN(bad_free)))
+        SM_ERR_FN(raise)(f.kind, SM_LAYER_NAME, c->ptr, f.why); /* the free is ignored */
+    else if (f.note)
         sm_release_note();
 }
 
@@ -530,10 +562,9 @@ SM_INLINE bool SM_FN(getmeta)(sm_mctx_t *c)
     if (!tag) {
         if (!SM_FN(next_needs_lock))
             return SM_NEXT_FN(getmeta)(c);
-        SM_SYNC_FN(lock)(&SM_FN(obj).lock);
-        bool found = SM_NEXT_FN(getmeta)(c);
-        SM_SYNC_FN(unlock)(&SM_FN(obj).lock);
-        return found;
+        struct SM_FN(cs_pass_query) q = { c, 0, false };
+        SM_SYNC_FN(atomic_exec)(&SM_FN(obj).lock, SM_FN(cs_pass_getmeta), &q);
+        return q.answer;
     }
     /* A live block's size and FREE bit change only through its owner, so its header can be read
      * without the lock (atomically: a neighbour may flip PREV_FREE meanwhile, set_prev_free); the
@@ -550,41 +581,45 @@ SM_INLINE bool SM_FN(getmeta)(sm_mctx_t *c)
     return true;
 }
 
+struct SM_FN(cs_resize) { void *ptr; size_t want; bool done; };
+SM_INLINE void SM_FN(cs_resize)(void *arg)
+{
+    struct SM_FN(cs_resize) *r = (struct SM_FN(cs_resize) *)arg;
+    uintptr_t tag = sm_pagemap_get(&SM_FN(obj).map, SM_TLSF_PAGE_SHIFT, r->ptr);
+    sm_err_kind_t kind;
+    const char *why;
+    struct SM_FN(block) *b = tag ? SM_FN(live_block)(SM_FN(span_of)(tag), r->ptr, &kind, &why) : NULL;
+    r->done = false;
+    if (!b)
+        return;
+    size_t have = SM_FN(bsize)(b);
+    struct SM_FN(block) *next = SM_FN(bnext)(b);
+    if (r->want > have && (next->head & SM_TLSF_FREE) && have + SM_FN(bsize)(next) >= r->want) {
+        SM_FN(list_remove)(next);
+        have += SM_FN(bsize)(next);
+        b->head = have | (b->head & SM_TLSF_PREV_FREE);
+        SM_FN(set_prev_free)(SM_FN(bnext)(b), false);
+    }
+    if (r->want <= have) {
+        SM_FN(trim)(b, r->want);
+        r->done = true;
+    }
+}
+
 SM_INLINE bool SM_FN(resize)(sm_mctx_t *c, size_t n)
 {
     if (!sm_pagemap_get(&SM_FN(obj).map, SM_TLSF_PAGE_SHIFT, c->ptr)) {
         if (!SM_FN(next_needs_lock))
             return SM_NEXT_FN(resize)(c, n);
-        SM_SYNC_FN(lock)(&SM_FN(obj).lock);
-        bool done = SM_NEXT_FN(resize)(c, n);
-        SM_SYNC_FN(unlock)(&SM_FN(obj).lock);
-        return done;
+        struct SM_FN(cs_pass_query) q = { c, n, false };
+        SM_SYNC_FN(atomic_exec)(&SM_FN(obj).lock, SM_FN(cs_pass_resize), &q);
+        return q.answer;
     }
     if (n > SM_TLSF_MAX_REQUEST)
         return false;
-    size_t want = SM_FN(block_size)(n);
-    SM_SYNC_FN(lock)(&SM_FN(obj).lock);
-    uintptr_t tag = sm_pagemap_get(&SM_FN(obj).map, SM_TLSF_PAGE_SHIFT, c->ptr);
-    sm_err_kind_t kind;
-    const char *why;
-    struct SM_FN(block) *b = tag ? SM_FN(live_block)(SM_FN(span_of)(tag), c->ptr, &kind, &why) : NULL;
-    bool done = false;
-    if (b) {
-        size_t have = SM_FN(bsize)(b);
-        struct SM_FN(block) *next = SM_FN(bnext)(b);
-        if (want > have && (next->head & SM_TLSF_FREE) && have + SM_FN(bsize)(next) >= want) {
-            SM_FN(list_remove)(next);
-            have += SM_FN(bsize)(next);
-            b->head = have | (b->head & SM_TLSF_PREV_FREE);
-            SM_FN(set_prev_free)(SM_FN(bnext)(b), false);
-        }
-        if (want <= have) {
-            SM_FN(trim)(b, want);
-            done = true;
-        }
-    }
-    SM_SYNC_FN(unlock)(&SM_FN(obj).lock);
-    return done;
+    struct SM_FN(cs_resize) r = { c->ptr, SM_FN(block_size)(n), false };
+    SM_SYNC_FN(atomic_exec)(&SM_FN(obj).lock, SM_FN(cs_resize), &r);
+    return r.done;
 }
 
 SM_INLINE bool SM_FN(purge)(sm_mctx_t *c) { return SM_NEXT_FN(purge)(c); }

@@ -1,0 +1,182 @@
+/* Critical sections go through the sync policy (contract v2): tlsf_glk and buddy_glk hand every
+ * request's section to atomic_exec, which may run it on another thread, as a combining policy does.
+ * Here a test policy, `remote`, runs every section on a server thread (the shape of remote core
+ * locking) and checks that the caller never runs one. The layers must still give the caller its
+ * results, set the caller's errno on out of memory, and raise a bad free once, on the caller's
+ * thread, after the section. */
+#include <errno.h>
+#include <pthread.h>
+#include <stdbool.h>
+#include <string.h>
+#include <sunmao/policies/err/callback.h>
+#include "tests/support/check.h"
+
+/* ---- the `remote` sync policy (test only) ---- */
+typedef struct { pthread_mutex_t m; } sm_sync_remote_t;
+#define SM_SYNC_remote_INIT { PTHREAD_MUTEX_INITIALIZER }
+enum { sm_sync_remote_thread_safe = 1 };
+
+static struct {
+    pthread_mutex_t m;
+    pthread_cond_t posted, done;
+    void (*fn)(void *);
+    void *arg;
+    bool busy;
+    pthread_t thread;
+    unsigned long ran;
+} server = { PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, PTHREAD_COND_INITIALIZER, NULL, NULL, false, 0, 0 };
+static __thread bool in_section; /* set on the thread running a section */
+
+static void *server_main(void *unused)
+{
+    (void)unused;
+    pthread_mutex_lock(&server.m);
+    for (;;) {
+        while (!server.fn)
+            pthread_cond_wait(&server.posted, &server.m);
+        in_section = true;
+        errno = 0;
+        server.fn(server.arg); /* errno the section leaves here is the server's, not the caller's */
+        in_section = false;
+        server.ran++;
+        server.fn = NULL;
+        pthread_cond_broadcast(&server.done);
+    }
+    return NULL;
+}
+
+SM_UNUSED static inline void sm_sync_remote_lock(sm_sync_remote_t *l) { pthread_mutex_lock(&l->m); }
+SM_UNUSED static inline void sm_sync_remote_unlock(sm_sync_remote_t *l) { pthread_mutex_unlock(&l->m); }
+SM_UNUSED static inline bool sm_sync_remote_trylock(sm_sync_remote_t *l) { return pthread_mutex_trylock(&l->m) == 0; }
+SM_UNUSED static inline void sm_sync_remote_reinit(sm_sync_remote_t *l) { pthread_mutex_init(&l->m, NULL); }
+SM_UNUSED static inline void sm_sync_remote_atomic_exec(sm_sync_remote_t *l, void (*fn)(void *), void *arg)
+{
+    pthread_mutex_lock(&l->m); /* exclusive with lock(): the release passes still take it */
+    pthread_mutex_lock(&server.m);
+    server.fn = fn, server.arg = arg;
+    pthread_cond_signal(&server.posted);
+    while (server.fn)
+        pthread_cond_wait(&server.done, &server.m);
+    pthread_mutex_unlock(&server.m);
+    pthread_mutex_unlock(&l->m);
+}
+
+/* ---- the layers, over fakes ---- */
+#define SM_LAYER ft
+#include "tests/support/fake_next.h"
+#define SM_LAYER heap
+#define SM_NEXT ft
+#define SM_SYNC remote
+#define SM_ERR callback
+#define SM_OPT_REGION_SIZE (256u << 10)
+#include <sunmao/layers/core/tlsf_glk.h>
+
+#define SM_LAYER fb
+#include "tests/support/fake_next.h"
+#define SM_LAYER pages
+#define SM_NEXT fb
+#define SM_SYNC remote
+#define SM_ERR callback
+#define SM_OPT_CHUNK_SIZE (1u << 20)
+#include <sunmao/layers/core/buddy_glk.h>
+
+static struct { int calls; sm_err_kind_t kind; bool on_server; } raised;
+static void on_error(sm_err_kind_t kind, const char *layer, const void *ptr, const char *detail)
+{
+    (void)layer, (void)ptr, (void)detail;
+    raised.calls++;
+    raised.kind = kind;
+    raised.on_server |= in_section;
+}
+
+#define ROUND_TRIP(L)                                                                                 \
+    do {                                                                                              \
+        enum { N = 200 };                                                                             \
+        void *p[N];                                                                                   \
+        size_t n[N];                                                                                  \
+        unsigned long before = server.ran;                                                            \
+        for (int i = 0; i < N; i++) {                                                                 \
+            n[i] = 16 + (size_t)(i * 7919) % 60000;                                                   \
+            sm_mctx_t c = sm_mctx_alloc(n[i], i % 5 ? 16 : 256, 0);                                   \
+            p[i] = L##_alloc(&c);                                                                     \
+            CHECKF(p[i] != NULL && p[i] == c.ptr, #L ": alloc %d of %zu bytes", i, n[i]);             \
+            if (p[i])                                                                                 \
+                check_fill(p[i], n[i], (unsigned)i);                                                  \
+        }                                                                                             \
+        for (int i = 0; i < N; i += 3) {                                                              \
+            sm_mctx_t c = sm_mctx_block(p[i], 0, 0);                                                  \
+            if (p[i] && L##_resize(&c, n[i] / 2 + 1)) {                                               \
+                n[i] = n[i] / 2 + 1;                                                                  \
+                CHECK(L##_getmeta(&c) && c.usable >= n[i]);                                           \
+            }                                                                                         \
+        }                                                                                             \
+        for (int i = 0; i < N; i++) {                                                                 \
+            CHECKF(p[i] && check_verify(p[i], n[i], (unsigned)i), #L ": block %d lost its contents", i); \
+            sm_mctx_t c = sm_mctx_block(p[i], 0, 0);                                                  \
+            L##_free(&c);                                                                             \
+        }                                                                                             \
+        CHECKF(server.ran >= before + 2 * N, #L ": %lu sections ran on the server for %d requests",    \
+               server.ran - before, 3 * N);                                                           \
+    } while (0)
+
+static void tlsf_sections_run_remotely(void) { ROUND_TRIP(heap); }
+static void buddy_sections_run_remotely(void) { ROUND_TRIP(pages); }
+
+/* HOLD first takes what the layer keeps free (a spare chunk), so SIZE needs the next layer. */
+#define OUT_OF_MEMORY(L, F, HOLD, SIZE)                                                               \
+    do {                                                                                              \
+        sm_mctx_t h = sm_mctx_alloc(HOLD, 16, 0);                                                     \
+        void *held = L##_alloc(&h);                                                                   \
+        CHECK(held != NULL);                                                                          \
+        F##_obj.limit_bytes = F##_obj.live_bytes + 1;                                                 \
+        errno = 0;                                                                                    \
+        sm_mctx_t c = sm_mctx_alloc(SIZE, 16, 0);                                                     \
+        void *q = L##_alloc(&c);                                                                      \
+        int err = errno;                                                                              \
+        F##_obj.limit_bytes = 0;                                                                      \
+        CHECKF(q == NULL && err == ENOMEM, #L ": out of memory gave %p, errno %d in the caller", q, err); \
+        h = sm_mctx_block(held, 0, 0);                                                                \
+        L##_free(&h);                                                                                 \
+    } while (0)
+
+static void tlsf_out_of_memory_reaches_the_caller(void) { OUT_OF_MEMORY(heap, ft, 16, 900u << 10); }
+static void buddy_out_of_memory_reaches_the_caller(void) { OUT_OF_MEMORY(pages, fb, 1u << 20, 512u << 10); }
+
+#define BAD_FREES(L)                                                                                  \
+    do {                                                                                              \
+        sm_mctx_t c = sm_mctx_alloc(20000, 16, 0);                                                    \
+        char *q = (char *)L##_alloc(&c);                                                              \
+        CHECK(q != NULL);                                                                             \
+        memset(&raised, 0, sizeof raised);                                                            \
+        sm_mctx_t inner = sm_mctx_block(q + 4096, 0, 0);                                              \
+        L##_free(&inner);                                                                             \
+        CHECKF(raised.calls == 1 && raised.kind == SM_ERR_INVALID_FREE && !raised.on_server,          \
+               #L ": interior free raised %d times (kind %d, on the server: %d)", raised.calls, raised.kind, \
+               raised.on_server);                                                                     \
+        sm_mctx_t f = sm_mctx_block(q, 0, 0);                                                         \
+        L##_free(&f);                                                                                 \
+        memset(&raised, 0, sizeof raised);                                                            \
+        f = sm_mctx_block(q, 0, 0);                                                                   \
+        L##_free(&f);                                                                                 \
+        CHECKF(raised.calls == 1 && raised.kind == SM_ERR_DOUBLE_FREE && !raised.on_server,           \
+               #L ": double free raised %d times (kind %d, on the server: %d)", raised.calls, raised.kind, \
+               raised.on_server);                                                                     \
+    } while (0)
+
+static void tlsf_bad_frees_raised_by_the_caller(void) { BAD_FREES(heap); }
+static void buddy_bad_frees_raised_by_the_caller(void) { BAD_FREES(pages); }
+
+int main(void)
+{
+    check_begin("sync_sections");
+    sm_err_callback_set(on_error);
+    CHECK(pthread_create(&server.thread, NULL, server_main, NULL) == 0);
+    CHECK(heap_create() == 0 && pages_create() == 0);
+    RUN_CASE(tlsf_sections_run_remotely);
+    RUN_CASE(buddy_sections_run_remotely);
+    RUN_CASE(tlsf_out_of_memory_reaches_the_caller);
+    RUN_CASE(buddy_out_of_memory_reaches_the_caller);
+    RUN_CASE(tlsf_bad_frees_raised_by_the_caller);
+    RUN_CASE(buddy_bad_frees_raised_by_the_caller);
+    return check_end();
+}

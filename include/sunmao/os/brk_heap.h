@@ -179,17 +179,17 @@ static void SM_FN(take_from_free_locked)(struct SM_FN(free_block) *f, char *a, s
         SM_FN(insert_free_locked)(a + bytes, (size_t)(end - (a + bytes)));
 }
 
-SM_INLINE void *SM_FN(alloc)(sm_mctx_t *c)
+/* Critical sections go to the sync policy's atomic_exec (it may run them on another thread, and
+ * with them the sbrk calls): they set no errno and raise nothing; results travel back in the
+ * argument. */
+struct SM_FN(cs_alloc) { size_t bytes, align; char *ptr; bool fresh; };
+SM_INLINE void SM_FN(cs_alloc)(void *arg)
 {
-    size_t page = sm_plat_page_size();
-    if (c->size > SIZE_MAX / 4 || c->align > SIZE_MAX / 4) {
-        errno = ENOMEM;
-        return c->ptr = NULL;
-    }
-    size_t bytes = sm_align_up(c->size ? c->size : 1, page);
-    size_t align = c->align > page ? c->align : page;
+    struct SM_FN(cs_alloc) *r = (struct SM_FN(cs_alloc) *)arg;
+    size_t bytes = r->bytes, align = r->align;
     char *a = NULL;
-    SM_SYNC_FN(lock)(&SM_FN(obj).lock);
+    r->ptr = NULL;
+    r->fresh = false;
     for (struct SM_FN(free_block) *f = SM_FN(obj).free_list; f; f = f->next) {
         char *cand = (char *)sm_align_up((uintptr_t)f, align);
         if (cand + bytes <= (char *)f + f->size && cand >= (char *)f) {
@@ -205,51 +205,67 @@ SM_INLINE void *SM_FN(alloc)(sm_mctx_t *c)
             if (SM_FN(obj).top && start + bytes <= (uintptr_t)SM_FN(obj).brk_end)
                 break;
             /* Integers, not pointers: before the first sbrk there is no run to point into. */
-            if (!SM_FN(extend_locked)(start + bytes - (uintptr_t)SM_FN(obj).brk_end)) {
-                SM_SYNC_FN(unlock)(&SM_FN(obj).lock);
-                return c->ptr = NULL;
-            }
+            if (!SM_FN(extend_locked)(start + bytes - (uintptr_t)SM_FN(obj).brk_end))
+                return;
         }
         char *gap = SM_FN(obj).top;
         SM_FN(obj).top = a + bytes;
-        if (a >= SM_FN(obj).clean_from)
-            c->flags |= SM_F_FRESH;
+        r->fresh = a >= SM_FN(obj).clean_from;
         if (SM_FN(obj).clean_from < a + bytes)
             SM_FN(obj).clean_from = a + bytes;
         if (a > gap) /* alignment padding below the block */
             SM_FN(insert_free_locked)(gap, (size_t)(a - gap));
     }
-    bool ok = SM_FN(record)(a, bytes | SM_FN(w_live));
-    if (!ok)
+    if (SM_FN(record)(a, bytes | SM_FN(w_live)))
+        r->ptr = a;
+    else
         SM_FN(insert_free_locked)(a, bytes);
-    SM_SYNC_FN(unlock)(&SM_FN(obj).lock);
-    if (!ok) {
-        c->flags &= ~(unsigned)SM_F_FRESH;
+}
+
+SM_INLINE void *SM_FN(alloc)(sm_mctx_t *c)
+{
+    size_t page = sm_plat_page_size();
+    if (c->size > SIZE_MAX / 4 || c->align > SIZE_MAX / 4) {
         errno = ENOMEM;
         return c->ptr = NULL;
     }
-    return c->ptr = a;
+    struct SM_FN(cs_alloc) r = { sm_align_up(c->size ? c->size : 1, page), c->align > page ? c->align : page, NULL, false };
+    SM_SYNC_FN(atomic_exec)(&SM_FN(obj).lock, SM_FN(cs_alloc), &r);
+    if (!r.ptr) {
+        errno = ENOMEM;
+        return c->ptr = NULL;
+    }
+    if (r.fresh)
+        c->flags |= SM_F_FRESH;
+    return c->ptr = r.ptr;
+}
+
+struct SM_FN(cs_free) { char *ptr; size_t sized; uintptr_t word; bool freed; };
+SM_INLINE void SM_FN(cs_free)(void *arg)
+{
+    struct SM_FN(cs_free) *f = (struct SM_FN(cs_free) *)arg;
+    uintptr_t w = f->word = SM_FN(word)(f->ptr);
+    size_t size = w & ~(uintptr_t)SM_FN(w_kind_mask);
+    f->freed = (w & SM_FN(w_live)) && f->sized <= size;
+    if (f->freed) {
+        SM_FN(record)(f->ptr, 0);
+        SM_FN(insert_free_locked)(f->ptr, size);
+    }
 }
 
 SM_INLINE void SM_FN(free)(sm_mctx_t *c)
 {
-    char *p = (char *)c->ptr;
-    SM_SYNC_FN(lock)(&SM_FN(obj).lock);
-    uintptr_t w = SM_FN(word)(p);
-    size_t size = w & ~(uintptr_t)SM_FN(w_kind_mask);
-    bool live = (w & SM_FN(w_live)) != 0;
-    bool size_ok = !(c->flags & SM_F_SIZED) || c->size <= size;
-    if (live && size_ok) {
-        SM_FN(record)(p, 0);
-        SM_FN(insert_free_locked)(p, size);
-    }
-    SM_SYNC_FN(unlock)(&SM_FN(obj).lock);
-    if (!live)
-        SM_ERR_FN(raise)((w & SM_FN(w_free)) ? SM_ERR_DOUBLE_FREE : SM_ERR_INVALID_FREE, SM_LAYER_NAME, p,
+    struct SM_FN(cs_free) f = { (char *)c->ptr, (c->flags & SM_F_SIZED) ? c->size : 0, 0, false };
+    SM_SYNC_FN(atomic_exec)(&SM_FN(obj).lock, SM_FN(cs_free), &f);
+    if (f.freed)
+        return;
+    uintptr_t w = f.word;
+    if (!(w & SM_FN(w_live)))
+        SM_ERR_FN(raise)((w & SM_FN(w_free)) ? SM_ERR_DOUBLE_FREE : SM_ERR_INVALID_FREE, SM_LAYER_NAME, c->ptr,
                          (w & SM_FN(w_free)) ? "block already freed"
                                              : "not the start of a live block of this layer (or freed twice)");
-    else if (!size_ok)
-        SM_ERR_FN(raise)(SM_ERR_INVALID_FREE, SM_LAYER_NAME, p, "sized free larger than the block; ignored");
+    else
+        SM_ERR_FN(raise)(SM_ERR_INVALID_FREE, SM_LAYER_NAME, c->ptr, "sized free larger than the block; ignored");
 }
 
 SM_INLINE bool SM_FN(getmeta)(sm_mctx_t *c)
@@ -263,14 +279,13 @@ SM_INLINE bool SM_FN(getmeta)(sm_mctx_t *c)
 }
 
 /* Shrinking frees the tail pages; growing takes the free block or the top space that follows. */
-SM_INLINE bool SM_FN(resize)(sm_mctx_t *c, size_t n)
+struct SM_FN(cs_resize) { char *ptr; size_t want; bool ok; };
+SM_INLINE void SM_FN(cs_resize)(void *arg)
 {
-    char *p = (char *)c->ptr;
-    if (n > SIZE_MAX / 4)
-        return false;
-    size_t want = sm_align_up(n ? n : 1, sm_plat_page_size());
+    struct SM_FN(cs_resize) *r = (struct SM_FN(cs_resize) *)arg;
+    char *p = r->ptr;
+    size_t want = r->want;
     bool ok = false;
-    SM_SYNC_FN(lock)(&SM_FN(obj).lock);
     uintptr_t w = SM_FN(word)(p);
     size_t size = w & ~(uintptr_t)SM_FN(w_kind_mask);
     if (!(w & SM_FN(w_live))) {
@@ -300,8 +315,16 @@ SM_INLINE bool SM_FN(resize)(sm_mctx_t *c, size_t n)
         if (ok)
             SM_FN(record)(p, want | SM_FN(w_live));
     }
-    SM_SYNC_FN(unlock)(&SM_FN(obj).lock);
-    return ok;
+    r->ok = ok;
+}
+
+SM_INLINE bool SM_FN(resize)(sm_mctx_t *c, size_t n)
+{
+    if (n > SIZE_MAX / 4)
+        return false;
+    struct SM_FN(cs_resize) r = { (char *)c->ptr, sm_align_up(n ? n : 1, sm_plat_page_size()), false };
+    SM_SYNC_FN(atomic_exec)(&SM_FN(obj).lock, SM_FN(cs_resize), &r);
+    return r.ok;
 }
 
 /* The contract's purge (core/release.h): the page-aligned range lies in a block the calling layer

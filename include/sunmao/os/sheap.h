@@ -175,18 +175,14 @@ static void SM_FN(trim_tail)(SM_FN(hdr_t) *h, size_t size, size_t need)
     SM_FN(make_free)(rest, rest_size);
 }
 
-SM_INLINE void *SM_FN(alloc)(sm_mctx_t *c)
+/* Critical sections go to the sync policy's atomic_exec (it may run them on another thread): they
+ * set no errno and raise nothing; results travel back in the argument. */
+struct SM_FN(cs_alloc) { size_t need, align; void *ptr; };
+SM_INLINE void SM_FN(cs_alloc)(void *arg)
 {
-    if (c->size > (size_t)(SM_OPT_POOL_SIZE) || c->align > (size_t)(SM_OPT_POOL_SIZE)) {
-        errno = ENOMEM;
-        return c->ptr = NULL;
-    }
-    size_t need = sm_align_up(c->size + SM_FN(hdr_bytes), 16);
-    if (need < SM_FN(min_block))
-        need = SM_FN(min_block);
-    size_t align = c->align;
+    struct SM_FN(cs_alloc) *a = (struct SM_FN(cs_alloc) *)arg;
+    size_t need = a->need, align = a->align;
     SM_FN(hdr_t) *found = NULL, *at = NULL;
-    SM_SYNC_FN(lock)(&SM_FN(obj).lock);
     if (sm_unlikely(!SM_FN(obj).ready))
         SM_FN(init_locked)();
     unsigned bin = sm_log2_floor(need);
@@ -203,9 +199,8 @@ SM_INLINE void *SM_FN(alloc)(sm_mctx_t *c)
             if ((at = SM_FN(fit)(h, need, align)))
                 found = h;
     if (!found) {
-        SM_SYNC_FN(unlock)(&SM_FN(obj).lock);
-        errno = ENOMEM;
-        return c->ptr = NULL;
+        a->ptr = NULL;
+        return;
     }
     SM_FN(unbin)(found);
     size_t size = SM_FN(size_of)(found);
@@ -219,8 +214,21 @@ SM_INLINE void *SM_FN(alloc)(sm_mctx_t *c)
         SM_FN(set_hdr)(at, size);
     }
     SM_FN(trim_tail)(at, size, need);
-    SM_SYNC_FN(unlock)(&SM_FN(obj).lock);
-    return c->ptr = at + 1;
+    a->ptr = at + 1;
+}
+
+SM_INLINE void *SM_FN(alloc)(sm_mctx_t *c)
+{
+    if (c->size > (size_t)(SM_OPT_POOL_SIZE) || c->align > (size_t)(SM_OPT_POOL_SIZE)) {
+        errno = ENOMEM;
+        return c->ptr = NULL;
+    }
+    size_t need = sm_align_up(c->size + SM_FN(hdr_bytes), 16);
+    struct SM_FN(cs_alloc) a = { need < SM_FN(min_block) ? SM_FN(min_block) : need, c->align, NULL };
+    SM_SYNC_FN(atomic_exec)(&SM_FN(obj).lock, SM_FN(cs_alloc), &a);
+    if (!a.ptr)
+        errno = ENOMEM;
+    return c->ptr = a.ptr;
 }
 
 /* The header of p if p is the payload of a block of this pool with an intact header, else NULL. */
@@ -238,80 +246,93 @@ SM_INLINE SM_FN(hdr_t) *SM_FN(header_of)(const void *p)
     return h;
 }
 
+struct SM_FN(cs_free) { void *ptr; size_t sized; const char *why; sm_err_kind_t kind; };
+SM_INLINE void SM_FN(cs_free)(void *arg)
+{
+    struct SM_FN(cs_free) *f = (struct SM_FN(cs_free) *)arg;
+    SM_FN(hdr_t) *h = SM_FN(header_of)(f->ptr);
+    if (!h)
+        f->why = "not a block of this pool (or its header was overwritten)";
+    else if (h->size_bits & SM_FN(is_free))
+        f->why = "block already freed", f->kind = SM_ERR_DOUBLE_FREE;
+    else if (f->sized > SM_FN(size_of)(h) - SM_FN(hdr_bytes))
+        f->why = "sized free larger than the block; ignored";
+    if (f->why)
+        return;
+    size_t size = SM_FN(size_of)(h);
+    SM_FN(hdr_t) *next = SM_FN(after)(h);
+    if (next->size_bits & SM_FN(is_free)) {
+        SM_FN(unbin)(next);
+        size += SM_FN(size_of)(next);
+        SM_FN(set_hdr)(next, SM_FN(size_of)(next) | SM_FN(is_free)); /* stale, still reads as freed */
+    }
+    if (h->size_bits & SM_FN(prev_free)) {
+        size_t prev_size = *((size_t *)h - 1);
+        SM_FN(hdr_t) *prev = (SM_FN(hdr_t) *)((unsigned char *)h - prev_size);
+        SM_FN(unbin)(prev);
+        SM_FN(set_hdr)(h, SM_FN(size_of)(h) | SM_FN(is_free)); /* a second free says "double" */
+        h = prev;
+        size += prev_size;
+    }
+    SM_FN(make_free)(h, size);
+}
+
 SM_INLINE void SM_FN(free)(sm_mctx_t *c)
 {
-    SM_SYNC_FN(lock)(&SM_FN(obj).lock);
-    SM_FN(hdr_t) *h = SM_FN(header_of)(c->ptr);
-    const char *why = NULL;
-    sm_err_kind_t kind = SM_ERR_INVALID_FREE;
-    if (!h)
-        why = "not a block of this pool (or its header was overwritten)";
-    else if (h->size_bits & SM_FN(is_free))
-        why = "block already freed", kind = SM_ERR_DOUBLE_FREE;
-    else if ((c->flags & SM_F_SIZED) && c->size > SM_FN(size_of)(h) - SM_FN(hdr_bytes))
-        why = "sized free larger than the block; ignored";
-    if (!why) {
-        size_t size = SM_FN(size_of)(h);
-        SM_FN(hdr_t) *next = SM_FN(after)(h);
-        if (next->size_bits & SM_FN(is_free)) {
-            SM_FN(unbin)(next);
-            size += SM_FN(size_of)(next);
-            SM_FN(set_hdr)(next, SM_FN(size_of)(next) | SM_FN(is_free)); /* stale, still reads as freed */
-        }
-        if (h->size_bits & SM_FN(prev_free)) {
-            size_t prev_size = *((size_t *)h - 1);
-            SM_FN(hdr_t) *prev = (SM_FN(hdr_t) *)((unsigned char *)h - prev_size);
-            SM_FN(unbin)(prev);
-            SM_FN(set_hdr)(h, SM_FN(size_of)(h) | SM_FN(is_free)); /* a second free says "double" */
-            h = prev;
-            size += prev_size;
-        }
-        SM_FN(make_free)(h, size);
+    struct SM_FN(cs_free) f = { c->ptr, (c->flags & SM_F_SIZED) ? c->size : 0, NULL, SM_ERR_INVALID_FREE };
+    SM_SYNC_FN(atomic_exec)(&SM_FN(obj).lock, SM_FN(cs_free), &f);
+    if (f.why) /* after the section: the policy's handler may itself allocate */
+        SM_ERR_FN(raise)(f.kind, SM_LAYER_NAME, c->ptr, f.why);
+}
+
+struct SM_FN(cs_query) { sm_mctx_t *c; size_t need; bool ok; };
+SM_INLINE void SM_FN(cs_getmeta)(void *arg)
+{
+    struct SM_FN(cs_query) *q = (struct SM_FN(cs_query) *)arg;
+    SM_FN(hdr_t) *h = SM_FN(header_of)(q->c->ptr);
+    q->ok = h && !(h->size_bits & SM_FN(is_free));
+    if (q->ok) {
+        q->c->usable = SM_FN(size_of)(h) - SM_FN(hdr_bytes);
+        q->c->owner = SM_LAYER_NAME;
     }
-    SM_SYNC_FN(unlock)(&SM_FN(obj).lock);
-    if (why) /* outside the lock: the policy's handler may itself allocate */
-        SM_ERR_FN(raise)(kind, SM_LAYER_NAME, c->ptr, why);
 }
 
 SM_INLINE bool SM_FN(getmeta)(sm_mctx_t *c)
 {
-    SM_SYNC_FN(lock)(&SM_FN(obj).lock);
-    SM_FN(hdr_t) *h = SM_FN(header_of)(c->ptr);
-    bool ok = h && !(h->size_bits & SM_FN(is_free));
-    if (ok) {
-        c->usable = SM_FN(size_of)(h) - SM_FN(hdr_bytes);
-        c->owner = SM_LAYER_NAME;
-    }
-    SM_SYNC_FN(unlock)(&SM_FN(obj).lock);
-    return ok;
+    struct SM_FN(cs_query) q = { c, 0, false };
+    SM_SYNC_FN(atomic_exec)(&SM_FN(obj).lock, SM_FN(cs_getmeta), &q);
+    return q.ok;
 }
 
 /* In place: shrink by splitting the tail off, grow by absorbing a free block that follows. */
+SM_INLINE void SM_FN(cs_resize)(void *arg)
+{
+    struct SM_FN(cs_query) *q = (struct SM_FN(cs_query) *)arg;
+    SM_FN(hdr_t) *h = SM_FN(header_of)(q->c->ptr);
+    q->ok = false;
+    if (!h || (h->size_bits & SM_FN(is_free)))
+        return;
+    size_t size = SM_FN(size_of)(h), need = q->need;
+    SM_FN(hdr_t) *next = SM_FN(after)(h);
+    if (need > size && (next->size_bits & SM_FN(is_free)) && size + SM_FN(size_of)(next) >= need) {
+        SM_FN(unbin)(next);
+        size += SM_FN(size_of)(next);
+        SM_FN(set_hdr)(next, SM_FN(size_of)(next) | SM_FN(is_free));
+    }
+    if (need <= size) {
+        SM_FN(trim_tail)(h, size, need);
+        q->ok = true;
+    }
+}
+
 SM_INLINE bool SM_FN(resize)(sm_mctx_t *c, size_t n)
 {
     if (n > (size_t)(SM_OPT_POOL_SIZE))
         return false;
     size_t need = sm_align_up(n + SM_FN(hdr_bytes), 16);
-    if (need < SM_FN(min_block))
-        need = SM_FN(min_block);
-    bool ok = false;
-    SM_SYNC_FN(lock)(&SM_FN(obj).lock);
-    SM_FN(hdr_t) *h = SM_FN(header_of)(c->ptr);
-    if (h && !(h->size_bits & SM_FN(is_free))) {
-        size_t size = SM_FN(size_of)(h);
-        SM_FN(hdr_t) *next = SM_FN(after)(h);
-        if (need > size && (next->size_bits & SM_FN(is_free)) && size + SM_FN(size_of)(next) >= need) {
-            SM_FN(unbin)(next);
-            size += SM_FN(size_of)(next);
-            SM_FN(set_hdr)(next, SM_FN(size_of)(next) | SM_FN(is_free));
-        }
-        if (need <= size) {
-            SM_FN(trim_tail)(h, size, need);
-            ok = true;
-        }
-    }
-    SM_SYNC_FN(unlock)(&SM_FN(obj).lock);
-    return ok;
+    struct SM_FN(cs_query) q = { c, need < SM_FN(min_block) ? SM_FN(min_block) : need, false };
+    SM_SYNC_FN(atomic_exec)(&SM_FN(obj).lock, SM_FN(cs_resize), &q);
+    return q.ok;
 }
 
 /* A static pool has no pages to give back to anyone. */

@@ -1,6 +1,7 @@
 /* Critical sections go through the sync policy (contract v2): tlsf_glk and buddy_glk hand every
  * request's section to atomic_exec, which may run it on another thread, as a combining policy does.
- * So do brk_heap and sheap. Here a test policy, `remote`, runs every section on a server thread
+ * So do brk_heap, sheap, mmap_heap (whose carving must leave the caller's thread-local region to
+ * the caller) and decay_cache. Here a test policy, `remote`, runs every section on a server thread
  * (the shape of remote core locking) and checks that the caller never runs one. The layers must
  * still give the caller its results, set the caller's errno on out of memory, and raise a bad free
  * once, on the caller's thread, after the section. */
@@ -91,6 +92,20 @@ SM_UNUSED static inline void sm_sync_remote_atomic_exec(sm_sync_remote_t *l, voi
 #define SM_OPT_POOL_SIZE (16u << 20)
 #include <sunmao/os/sheap.h>
 
+#define SM_LAYER fd
+#include "tests/support/fake_next.h"
+#define SM_LAYER large
+#define SM_NEXT fd
+#define SM_SYNC remote
+#define SM_ERR callback
+#include <sunmao/layers/addon/decay_cache.h>
+
+#define SM_LAYER mapped
+#define SM_SYNC remote
+#define SM_ERR callback
+#define SM_OPT_THREAD_HEAP_SIZE ((size_t)16 << 20)
+#include <sunmao/os/mmap_heap.h>
+
 static struct { int calls; sm_err_kind_t kind; bool on_server; } raised;
 static void on_error(sm_err_kind_t kind, const char *layer, const void *ptr, const char *detail)
 {
@@ -134,6 +149,7 @@ static void tlsf_sections_run_remotely(void) { ROUND_TRIP(heap); }
 static void buddy_sections_run_remotely(void) { ROUND_TRIP(pages); }
 static void brk_sections_run_remotely(void) { ROUND_TRIP(brk); }
 static void sheap_sections_run_remotely(void) { ROUND_TRIP(pool); }
+static void mmap_heap_sections_run_remotely(void) { ROUND_TRIP(mapped); }
 
 /* HOLD first takes what the layer keeps free (a spare chunk), so SIZE needs the next layer. */
 #define OUT_OF_MEMORY(L, F, HOLD, SIZE)                                                               \
@@ -182,13 +198,39 @@ static void buddy_bad_frees_raised_by_the_caller(void) { BAD_FREES(pages, 0); }
  * reported once, as an invalid free ("or freed twice"). */
 static void brk_bad_frees_raised_by_the_caller(void) { BAD_FREES(brk, 1); }
 static void sheap_bad_frees_raised_by_the_caller(void) { BAD_FREES(pool, 0); }
+static void mmap_heap_bad_frees_raised_by_the_caller(void) { BAD_FREES(mapped, 0); }
+
+/* decay_cache: a freed large block is kept and handed out again (both in sections on the server);
+ * a second free of a kept block is raised once, by the caller. */
+static void decay_cache_sections_run_remotely(void)
+{
+    unsigned long before = server.ran;
+    sm_mctx_t c = sm_mctx_alloc(1u << 20, 16, 0);
+    char *p = (char *)large_alloc(&c);
+    CHECK(p != NULL);
+    check_fill(p, 1u << 20, 7);
+    sm_mctx_t f = sm_mctx_block(p, 0, 0);
+    large_free(&f);
+    CHECKF(large_obj.blocks == 1, "%zu blocks cached", (size_t)large_obj.blocks);
+    memset(&raised, 0, sizeof raised);
+    f = sm_mctx_block(p, 0, 0);
+    large_free(&f);
+    CHECKF(raised.calls == 1 && raised.kind == SM_ERR_DOUBLE_FREE && !raised.on_server,
+           "double free raised %d times (kind %d, on the server: %d)", raised.calls, raised.kind, raised.on_server);
+    c = sm_mctx_alloc(1u << 20, 16, 0);
+    CHECK(large_alloc(&c) == p && check_verify(p, 1u << 20, 7)); /* the cached block, contents kept */
+    CHECKF(server.ran >= before + 3, "%lu sections ran on the server", server.ran - before);
+    f = sm_mctx_block(p, 0, 0);
+    large_free(&f);
+}
 
 int main(void)
 {
     check_begin("sync_sections");
     sm_err_callback_set(on_error);
     CHECK(pthread_create(&server.thread, NULL, server_main, NULL) == 0);
-    CHECK(heap_create() == 0 && pages_create() == 0 && brk_create() == 0 && pool_create() == 0);
+    CHECK(heap_create() == 0 && pages_create() == 0 && brk_create() == 0 && pool_create() == 0 &&
+          large_create() == 0 && mapped_create() == 0);
     RUN_CASE(tlsf_sections_run_remotely);
     RUN_CASE(buddy_sections_run_remotely);
     RUN_CASE(tlsf_out_of_memory_reaches_the_caller);
@@ -199,5 +241,8 @@ int main(void)
     RUN_CASE(sheap_sections_run_remotely);
     RUN_CASE(brk_bad_frees_raised_by_the_caller);
     RUN_CASE(sheap_bad_frees_raised_by_the_caller);
+    RUN_CASE(mmap_heap_sections_run_remotely);
+    RUN_CASE(mmap_heap_bad_frees_raised_by_the_caller);
+    RUN_CASE(decay_cache_sections_run_remotely);
     return check_end();
 }

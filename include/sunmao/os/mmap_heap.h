@@ -130,6 +130,27 @@ SM_INLINE int SM_FN(create)(void)
     return 0;
 }
 
+/* Critical sections go to the sync policy's atomic_exec, which may run them on another thread (a
+ * combining policy): they make no system call, set no errno, raise nothing and touch no thread-local
+ * state (the thread's region is the caller's); results travel back in the argument. */
+
+/* Up to two registry updates in one section: the second only if the first succeeded. */
+struct SM_FN(cs_record) { char *p1; uintptr_t w1; char *p2; uintptr_t w2; bool ok; };
+SM_INLINE void SM_FN(cs_record)(void *arg)
+{
+    struct SM_FN(cs_record) *r = (struct SM_FN(cs_record) *)arg;
+    r->ok = SM_FN(record)(r->p1, r->w1);
+    if (r->ok && r->p2)
+        SM_FN(record)(r->p2, r->w2); /* its node exists (the caller knows): cannot fail */
+}
+
+SM_INLINE bool SM_FN(record_2)(void *p1, uintptr_t w1, void *p2, uintptr_t w2)
+{
+    struct SM_FN(cs_record) r = { (char *)p1, w1, (char *)p2, w2, false };
+    SM_SYNC_FN(atomic_exec)(&SM_FN(obj).lock, SM_FN(cs_record), &r);
+    return r.ok;
+}
+
 SM_SLOWPATH void *SM_FN(map_direct)(sm_mctx_t *c)
 {
     if (c->size > SIZE_MAX / 2 || c->align > SIZE_MAX / 4) {
@@ -145,10 +166,8 @@ SM_SLOWPATH void *SM_FN(map_direct)(sm_mctx_t *c)
         return c->ptr = NULL;
     if (SM_OPT_HUGE_PAGES && bytes >= SM_FN(huge_bytes))
         sm_plat_hint_huge(p, bytes);
-    SM_SYNC_FN(lock)(&SM_FN(obj).lock);
-    bool ok = SM_FN(record)(p, bytes | SM_FN(w_direct));
-    SM_SYNC_FN(unlock)(&SM_FN(obj).lock);
-    if (!ok) { /* no memory for the registry: a block we could not recognise must not escape */
+    if (!SM_FN(record_2)(p, bytes | SM_FN(w_direct), NULL, 0)) {
+        /* no memory for the registry: a block we could not recognise must not escape */
         sm_plat_unmap(p, bytes);
         errno = ENOMEM;
         return c->ptr = NULL;
@@ -180,6 +199,17 @@ SM_UNUSED static void *SM_FN(take_freed_locked)(size_t bytes, size_t *usable)
     return NULL;
 }
 
+/* The page-map nodes covering the region [p1, p1 + w1 bytes) (a section). */
+SM_INLINE void SM_FN(cs_region_nodes)(void *arg)
+{
+    struct SM_FN(cs_record) *r = (struct SM_FN(cs_record) *)arg;
+    const size_t leaf_span = (size_t)1 << (SM_FN(granule_shift) + SM_PAGEMAP_NODE_BITS);
+    char *base = r->p1, *end = r->p1 + r->w1;
+    r->ok = true;
+    for (char *g = base; r->ok && g < end; g = (char *)sm_align_down((uintptr_t)g + leaf_span, leaf_span))
+        r->ok = SM_FN(record)(g, SM_FN(w_free)) && SM_FN(record)(g, 0); /* w_free alone: not a block */
+}
+
 /* Reserve a region and create the page-map nodes covering it, so carving never allocates. */
 SM_UNUSED static bool SM_FN(new_region)(void)
 {
@@ -189,13 +219,9 @@ SM_UNUSED static bool SM_FN(new_region)(void)
         return false;
     if (SM_OPT_HUGE_PAGES)
         sm_plat_hint_huge(base, size);
-    const size_t leaf_span = (size_t)1 << (SM_FN(granule_shift) + SM_PAGEMAP_NODE_BITS);
-    bool ok = true;
-    SM_SYNC_FN(lock)(&SM_FN(obj).lock);
-    for (char *g = base; ok && g < base + size; g = (char *)sm_align_down((uintptr_t)g + leaf_span, leaf_span))
-        ok = SM_FN(record)(g, SM_FN(w_free)) && SM_FN(record)(g, 0); /* w_free alone: not a block */
-    SM_SYNC_FN(unlock)(&SM_FN(obj).lock);
-    if (!ok) {
+    struct SM_FN(cs_record) r = { base, size, NULL, 0, false };
+    SM_SYNC_FN(atomic_exec)(&SM_FN(obj).lock, SM_FN(cs_region_nodes), &r);
+    if (!r.ok) {
         sm_plat_unmap(base, size);
         return false;
     }
@@ -206,25 +232,33 @@ SM_UNUSED static bool SM_FN(new_region)(void)
 SM_INLINE void SM_FN(thread_exit)(void);
 
 /* The thread's region cannot hold `bytes`: reuse a freed block, adopt an orphan tail or reserve. */
+struct SM_FN(cs_carve) { size_t bytes, room; void *p; size_t usable; char *adopt_cur, *adopt_end; };
+SM_INLINE void SM_FN(cs_carve)(void *arg)
+{
+    struct SM_FN(cs_carve) *k = (struct SM_FN(cs_carve) *)arg;
+    if (SM_FN(obj).freed_count)
+        k->p = SM_FN(take_freed_locked)(k->bytes, &k->usable);
+    if (k->p || k->room >= k->bytes)
+        return;
+    for (struct SM_FN(link) **at = &SM_FN(obj).orphans; *at; at = &(*at)->next) {
+        struct SM_FN(link) *t = *at;
+        if ((size_t)(t->end - (char *)t) < k->bytes)
+            continue;
+        *at = t->next;
+        k->adopt_cur = (char *)t, k->adopt_end = t->end;
+        t->next = NULL, t->end = NULL;
+        break;
+    }
+}
+
 SM_SLOWPATH SM_UNUSED void *SM_FN(carve_slow)(sm_mctx_t *c, size_t bytes)
 {
-    size_t usable = 0;
-    void *p = NULL;
-    SM_SYNC_FN(lock)(&SM_FN(obj).lock);
-    if (SM_FN(obj).freed_count)
-        p = SM_FN(take_freed_locked)(bytes, &usable);
-    if (!p && (size_t)(SM_FN(region).end - SM_FN(region).cur) < bytes) {
-        for (struct SM_FN(link) **at = &SM_FN(obj).orphans; *at; at = &(*at)->next) {
-            struct SM_FN(link) *t = *at;
-            if ((size_t)(t->end - (char *)t) < bytes)
-                continue;
-            *at = t->next;
-            SM_FN(region).cur = (char *)t, SM_FN(region).end = t->end;
-            t->next = NULL, t->end = NULL;
-            break;
-        }
-    }
-    SM_SYNC_FN(unlock)(&SM_FN(obj).lock);
+    struct SM_FN(cs_carve) k = { bytes, (size_t)(SM_FN(region).end - SM_FN(region).cur), NULL, 0, NULL, NULL };
+    SM_SYNC_FN(atomic_exec)(&SM_FN(obj).lock, SM_FN(cs_carve), &k);
+    void *p = k.p;
+    size_t usable = k.usable;
+    if (k.adopt_cur) /* an exited thread's tail: this thread's region from now on */
+        SM_FN(region).cur = k.adopt_cur, SM_FN(region).end = k.adopt_end;
     if (!p) {
         /* The old tail, smaller than one block, is dropped: address space only, never touched. */
         if ((size_t)(SM_FN(region).end - SM_FN(region).cur) < bytes && !SM_FN(new_region)())
@@ -266,6 +300,17 @@ SM_SLOWPATH void SM_FN(bad_free)(void *p, uintptr_t w)
                      twice ? "block already freed" : "not the start of a block this layer mapped (or freed twice)");
 }
 
+/* Push link b on the list *head (a section); counted: a freed carved block. */
+struct SM_FN(cs_push) { struct SM_FN(link) **head, *b; bool freed; };
+SM_INLINE void SM_FN(cs_push)(void *arg)
+{
+    struct SM_FN(cs_push) *q = (struct SM_FN(cs_push) *)arg;
+    q->b->next = *q->head;
+    *q->head = q->b;
+    if (q->freed)
+        __atomic_store_n(&SM_FN(obj).freed_count, SM_FN(obj).freed_count + 1, __ATOMIC_RELAXED);
+}
+
 /* Drop a carved block's pages (they read as zero afterwards), then offer it for reuse. */
 SM_SLOWPATH void SM_FN(free_carved)(void *p, size_t size)
 {
@@ -274,25 +319,31 @@ SM_SLOWPATH void SM_FN(free_carved)(void *p, size_t size)
     unsigned bin = sm_log2_floor(size >> SM_FN(granule_shift));
     if (bin >= SM_FN(bin_count))
         bin = SM_FN(bin_count) - 1;
-    SM_SYNC_FN(lock)(&SM_FN(obj).lock);
     b->end = (char *)p + size;
-    b->next = SM_FN(obj).bins[bin];
-    SM_FN(obj).bins[bin] = b;
-    __atomic_store_n(&SM_FN(obj).freed_count, SM_FN(obj).freed_count + 1, __ATOMIC_RELAXED);
-    SM_SYNC_FN(unlock)(&SM_FN(obj).lock);
+    struct SM_FN(cs_push) push = { &SM_FN(obj).bins[bin], b, true };
+    SM_SYNC_FN(atomic_exec)(&SM_FN(obj).lock, SM_FN(cs_push), &push);
+}
+
+/* A free's claim (a section): the block's word, and if it is a live block at least `sized` bytes
+ * long, the block is no longer live, so a racing second free is reported, not obeyed. */
+struct SM_FN(cs_claim) { char *p; size_t sized; uintptr_t word; };
+SM_INLINE void SM_FN(cs_claim)(void *arg)
+{
+    struct SM_FN(cs_claim) *k = (struct SM_FN(cs_claim) *)arg;
+    uintptr_t w = k->word = SM_FN(word)(k->p);
+    if (SM_FN(word_live)(w) && k->sized <= (w & ~(uintptr_t)SM_FN(w_kind_mask)))
+        SM_FN(record)(k->p, (w & SM_FN(w_direct)) ? 0 : w | SM_FN(w_free));
 }
 
 SM_INLINE void SM_FN(free)(sm_mctx_t *c)
 {
     void *p = c->ptr;
-    SM_SYNC_FN(lock)(&SM_FN(obj).lock);
-    uintptr_t w = SM_FN(word)(p);
+    struct SM_FN(cs_claim) k = { (char *)p, (c->flags & SM_F_SIZED) ? c->size : 0, 0 };
+    SM_SYNC_FN(atomic_exec)(&SM_FN(obj).lock, SM_FN(cs_claim), &k);
+    uintptr_t w = k.word;
     size_t size = w & ~(uintptr_t)SM_FN(w_kind_mask);
     bool live = SM_FN(word_live)(w);
-    bool size_ok = !(c->flags & SM_F_SIZED) || c->size <= size;
-    if (live && size_ok) /* claim it now so a racing second free is reported, not obeyed */
-        SM_FN(record)(p, (w & SM_FN(w_direct)) ? 0 : w | SM_FN(w_free));
-    SM_SYNC_FN(unlock)(&SM_FN(obj).lock);
+    bool size_ok = k.sized <= size;
     if (!live) {
         SM_FN(bad_free)(p, w);
         return;
@@ -333,17 +384,13 @@ SM_INLINE bool SM_FN(resize)(sm_mctx_t *c, size_t n)
     if (want == size)
         return true;
     if (want < size) {
-        SM_SYNC_FN(lock)(&SM_FN(obj).lock);
-        SM_FN(record)(p, want | SM_FN(w_direct));
-        SM_SYNC_FN(unlock)(&SM_FN(obj).lock);
+        SM_FN(record_2)(p, want | SM_FN(w_direct), NULL, 0); /* node exists: cannot fail */
         sm_plat_unmap((char *)p + want, size - want);
         return true;
     }
     if (sm_plat_remap_inplace(p, size, want) != 0)
         return false;
-    SM_SYNC_FN(lock)(&SM_FN(obj).lock);
-    SM_FN(record)(p, want | SM_FN(w_direct));
-    SM_SYNC_FN(unlock)(&SM_FN(obj).lock);
+    SM_FN(record_2)(p, want | SM_FN(w_direct), NULL, 0);
     return true;
 }
 
@@ -388,11 +435,7 @@ SM_SLOWPATH SM_UNUSED void *SM_FN(split)(sm_mctx_t *c, size_t n)
     size_t head = sm_align_up(n ? n : 1, SM_FN(granularity)());
     if (head >= size)
         return NULL;
-    SM_SYNC_FN(lock)(&SM_FN(obj).lock);
-    bool ok = SM_FN(record)(p + head, (size - head) | SM_FN(w_direct));
-    if (ok)
-        SM_FN(record)(p, head | SM_FN(w_direct)); /* node exists: cannot fail */
-    SM_SYNC_FN(unlock)(&SM_FN(obj).lock);
+    bool ok = SM_FN(record_2)(p + head, (size - head) | SM_FN(w_direct), p, head | SM_FN(w_direct));
     return ok ? p + head : NULL;
 }
 
@@ -421,22 +464,14 @@ SM_SLOWPATH SM_UNUSED bool SM_FN(remap)(sm_mctx_t *c, size_t n)
     char *q = (char *)sm_plat_map(want);
     if (!q)
         return false;
-    SM_SYNC_FN(lock)(&SM_FN(obj).lock);
-    bool ok = SM_FN(record)(q, want | SM_FN(w_direct));
-    if (ok)
-        SM_FN(record)(p, 0); /* node exists: cannot fail */
-    SM_SYNC_FN(unlock)(&SM_FN(obj).lock);
+    bool ok = SM_FN(record_2)(q, want | SM_FN(w_direct), p, 0);
     if (ok && sm_plat_remap_to(p, size, want, q) == 0) {
         c->ptr = q;
         return true;
     }
     /* Not moved: p is still mapped and ours, q still mapped and unused. */
-    SM_SYNC_FN(lock)(&SM_FN(obj).lock);
-    if (ok) {
-        SM_FN(record)(p, w);
-        SM_FN(record)(q, 0);
-    }
-    SM_SYNC_FN(unlock)(&SM_FN(obj).lock);
+    if (ok)
+        SM_FN(record_2)(p, w, q, 0); /* both nodes exist: cannot fail */
     sm_plat_unmap(q, want);
     return false;
 }
@@ -450,11 +485,9 @@ SM_INLINE void SM_FN(thread_exit)(void)
     if ((size_t)(end - cur) < sm_plat_page_size())
         return;
     struct SM_FN(link) *t = (struct SM_FN(link) *)cur;
-    SM_SYNC_FN(lock)(&SM_FN(obj).lock);
     t->end = end;
-    t->next = SM_FN(obj).orphans;
-    SM_FN(obj).orphans = t;
-    SM_SYNC_FN(unlock)(&SM_FN(obj).lock);
+    struct SM_FN(cs_push) push = { &SM_FN(obj).orphans, t, false };
+    SM_SYNC_FN(atomic_exec)(&SM_FN(obj).lock, SM_FN(cs_push), &push);
 }
 
 SM_INLINE void SM_FN(fork_prepare)(void) { SM_SYNC_FN(lock)(&SM_FN(obj).lock); }

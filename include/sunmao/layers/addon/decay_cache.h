@@ -248,17 +248,14 @@ SM_SLOWPATH size_t SM_FN(decay)(uint64_t now)
 
 SM_SLOWPATH bool SM_FN(keep)(sm_mctx_t *c, size_t size);
 
-/* Find and take a cached block for c; false on a miss. */
-SM_SLOWPATH bool SM_FN(take)(sm_mctx_t *c)
+/* Critical sections of the request paths go to the sync policy's atomic_exec, which may run them
+ * on another thread (a combining policy): they set no errno and raise nothing; results travel back
+ * in the argument. Release passes and flushes take the lock (off the request paths). */
+struct SM_FN(cs_take) { size_t need, align; char *ptr; size_t size; bool zero, grown; };
+SM_INLINE void SM_FN(cs_take)(void *arg)
 {
-    uint64_t now = SM_FN(now_ms)();
-    if (SM_FN(due)(now))
-        SM_FN(decay)(now);
-    if (!__atomic_load_n(&SM_FN(obj).blocks, __ATOMIC_RELAXED))
-        return false;
-    size_t need = c->size, align = c->align < SM_MIN_ALIGN ? SM_MIN_ALIGN : c->align;
-    size_t waste_ok = need / 100 * (SM_OPT_MAX_WASTE) + need % 100 * (SM_OPT_MAX_WASTE) / 100;
-    SM_SYNC_FN(lock)(&SM_FN(obj).lock);
+    struct SM_FN(cs_take) *t = (struct SM_FN(cs_take) *)arg;
+    size_t need = t->need, align = t->align;
     struct SM_FN(slot) *best = NULL, *grow = NULL;
     for (unsigned i = 0; i < SM_OPT_MAX_BLOCKS; i++) {
         struct SM_FN(slot) *s = &SM_FN(obj).slots[i];
@@ -284,18 +281,37 @@ SM_SLOWPATH bool SM_FN(take)(sm_mctx_t *c)
         best = grow;
     }
     if (!best) {
-        SM_SYNC_FN(unlock)(&SM_FN(obj).lock);
-        return false;
+        t->ptr = NULL;
+        return;
     }
-    char *p = best->ptr;
-    size_t size = best->size;
-    bool zero = best->state == SM_FN(s_purged) && !SM_OPT_PURGE_LAZY;
+    t->ptr = best->ptr;
+    t->size = best->size;
+    t->zero = best->state == SM_FN(s_purged) && !SM_OPT_PURGE_LAZY;
+    t->grown = best == grow;
     SM_FN(set_blocks_locked)(SM_FN(obj).blocks - 1);
-    SM_FN(obj).bytes -= size;
+    SM_FN(obj).bytes -= best->size;
     best->ptr = NULL, best->size = 0, best->state = SM_FN(s_empty);
-    SM_SYNC_FN(unlock)(&SM_FN(obj).lock);
+}
+
+/* Find and take a cached block for c; false on a miss. */
+SM_SLOWPATH bool SM_FN(take)(sm_mctx_t *c)
+{
+    uint64_t now = SM_FN(now_ms)();
+    if (SM_FN(due)(now))
+        SM_FN(decay)(now);
+    if (!__atomic_load_n(&SM_FN(obj).blocks, __ATOMIC_RELAXED))
+        return false;
+    size_t need = c->size, align = c->align < SM_MIN_ALIGN ? SM_MIN_ALIGN : c->align;
+    size_t waste_ok = need / 100 * (SM_OPT_MAX_WASTE) + need % 100 * (SM_OPT_MAX_WASTE) / 100;
+    struct SM_FN(cs_take) t = { need, align, NULL, 0, false, false };
+    SM_SYNC_FN(atomic_exec)(&SM_FN(obj).lock, SM_FN(cs_take), &t);
+    if (!t.ptr)
+        return false;
+    char *p = t.ptr;
+    size_t size = t.size;
+    bool zero = t.zero;
     c->ptr = p;
-    if (SM_OPT_GROW && best == grow) {
+    if (SM_OPT_GROW && t.grown) {
         if (!SM_NEXT_FN(remap)(c, need)) { /* left as it was: return it, and the caller maps anew */
             SM_FN(give_back)(p, size);
             c->ptr = NULL;
@@ -351,63 +367,67 @@ SM_INLINE void *SM_FN(alloc)(sm_mctx_t *c)
     }
 }
 
-/* Keep the block c->ptr of `size` bytes; false if it must go down instead. */
-SM_SLOWPATH bool SM_FN(keep)(sm_mctx_t *c, size_t size)
+struct SM_FN(cs_keep) { char *ptr; size_t size; uint64_t now; struct SM_FN(chores) *w; bool twice, kept; };
+SM_INLINE void SM_FN(cs_keep)(void *arg)
 {
-    uint64_t now = SM_FN(now_ms)();
-    struct SM_FN(chores) w;
-    w.purge_count = w.return_count = 0;
-    bool twice = false, kept = false;
-    SM_SYNC_FN(lock)(&SM_FN(obj).lock);
+    struct SM_FN(cs_keep) *k = (struct SM_FN(cs_keep) *)arg;
+    size_t size = k->size;
+    uint64_t now = k->now;
     struct SM_FN(slot) *free_slot = NULL;
     for (unsigned i = 0; i < SM_OPT_MAX_BLOCKS; i++) {
         struct SM_FN(slot) *s = &SM_FN(obj).slots[i];
-        if (s->ptr == c->ptr && s->state != SM_FN(s_empty)) {
-            twice = true;
-            break;
+        if (s->ptr == k->ptr && s->state != SM_FN(s_empty)) {
+            k->twice = true;
+            return;
         }
         if (s->state == SM_FN(s_empty) && !free_slot)
             free_slot = s;
     }
-    if (!twice) {
-        /* Over a bound: return the oldest blocks first (purging would keep their address space). */
-        while (SM_FN(obj).blocks && (!free_slot || SM_FN(obj).bytes + size > (size_t)(SM_OPT_MAX_BYTES))) {
-            struct SM_FN(slot) *oldest = NULL;
-            for (unsigned i = 0; i < SM_OPT_MAX_BLOCKS; i++) {
-                struct SM_FN(slot) *s = &SM_FN(obj).slots[i];
-                if ((s->state == SM_FN(s_dirty) || s->state == SM_FN(s_purged)) &&
-                    (!oldest || s->since_ms < oldest->since_ms))
-                    oldest = s;
-            }
-            if (!oldest)
-                break; /* only busy blocks left */
-            SM_FN(evict_locked)(oldest, &w);
-            if (!free_slot)
-                free_slot = oldest;
+    /* Over a bound: return the oldest blocks first (purging would keep their address space). */
+    while (SM_FN(obj).blocks && (!free_slot || SM_FN(obj).bytes + size > (size_t)(SM_OPT_MAX_BYTES))) {
+        struct SM_FN(slot) *oldest = NULL;
+        for (unsigned i = 0; i < SM_OPT_MAX_BLOCKS; i++) {
+            struct SM_FN(slot) *s = &SM_FN(obj).slots[i];
+            if ((s->state == SM_FN(s_dirty) || s->state == SM_FN(s_purged)) &&
+                (!oldest || s->since_ms < oldest->since_ms))
+                oldest = s;
         }
-        if (free_slot && SM_FN(obj).bytes + size <= (size_t)(SM_OPT_MAX_BYTES)) {
-            free_slot->ptr = (char *)c->ptr;
-            free_slot->size = size;
-            free_slot->since_ms = now;
-            free_slot->state = SM_FN(s_dirty);
-            SM_FN(set_blocks_locked)(SM_FN(obj).blocks + 1);
-            SM_FN(obj).bytes += size;
-            kept = true;
-            if (now + SM_OPT_DECAY_MS < SM_FN(obj).next_deadline)
-                __atomic_store_n(&SM_FN(obj).next_deadline, now + SM_OPT_DECAY_MS, __ATOMIC_RELAXED);
-        }
-        if (SM_FN(due)(now))
-            SM_FN(collect_due_locked)(now, &w);
+        if (!oldest)
+            break; /* only busy blocks left */
+        SM_FN(evict_locked)(oldest, k->w);
+        if (!free_slot)
+            free_slot = oldest;
     }
-    SM_SYNC_FN(unlock)(&SM_FN(obj).lock);
-    if (kept)
-        sm_release_note(); /* outside the lock: the first note after an idle period wakes the clock */
+    if (free_slot && SM_FN(obj).bytes + size <= (size_t)(SM_OPT_MAX_BYTES)) {
+        free_slot->ptr = k->ptr;
+        free_slot->size = size;
+        free_slot->since_ms = now;
+        free_slot->state = SM_FN(s_dirty);
+        SM_FN(set_blocks_locked)(SM_FN(obj).blocks + 1);
+        SM_FN(obj).bytes += size;
+        k->kept = true;
+        if (now + SM_OPT_DECAY_MS < SM_FN(obj).next_deadline)
+            __atomic_store_n(&SM_FN(obj).next_deadline, now + SM_OPT_DECAY_MS, __ATOMIC_RELAXED);
+    }
+    if (SM_FN(due)(now))
+        SM_FN(collect_due_locked)(now, k->w);
+}
+
+/* Keep the block c->ptr of `size` bytes; false if it must go down instead. */
+SM_SLOWPATH bool SM_FN(keep)(sm_mctx_t *c, size_t size)
+{
+    struct SM_FN(chores) w;
+    w.purge_count = w.return_count = 0;
+    struct SM_FN(cs_keep) k = { (char *)c->ptr, size, SM_FN(now_ms)(), &w, false, false };
+    SM_SYNC_FN(atomic_exec)(&SM_FN(obj).lock, SM_FN(cs_keep), &k);
+    if (k.kept)
+        sm_release_note(); /* after the section: the first note after an idle period wakes the clock */
     SM_FN(do_chores)(&w);
-    if (twice) {
+    if (k.twice) {
         SM_ERR_FN(raise)(SM_ERR_DOUBLE_FREE, SM_LAYER_NAME, c->ptr, "block already freed (held in the decay cache)");
         return true; /* ignored: the cached copy stays */
     }
-    return kept;
+    return k.kept;
 }
 
 /* Decay runs on frees of small blocks too, while anything is cached. */

@@ -130,45 +130,8 @@ static void options_name_the_functions_used(void)
     CHECK(counted_frees == f0 + 2);
 }
 
-enum { THREADS = 4, ROUNDS = 20000, LIVE = 64 };
-static void *hammer(void *arg)
-{
-    unsigned seed = (unsigned)(uintptr_t)arg * 2654435761u + 3;
-    unsigned tag = 1000 * (unsigned)(uintptr_t)arg;
-    void *p[LIVE] = { 0 };
-    size_t n[LIVE] = { 0 };
-    long bad = 0;
-    for (int r = 0; r < ROUNDS; r++) {
-        seed = seed * 1103515245u + 12345u;
-        int k = (int)((seed >> 8) % LIVE);
-        if (p[k]) {
-            bad += !check_verify(p[k], n[k], tag + (unsigned)k);
-            FREE(mh, p[k], (seed & 1) ? n[k] : 0, (seed & 1) ? SM_F_SIZED : 0);
-            p[k] = NULL;
-        } else {
-            n[k] = (seed >> 4) % 5000 + 1;
-            sm_mctx_t c = ALLOC(mh, n[k], (seed & 2) ? 128 : 16);
-            if (!c.ptr)
-                return (void *)-1L;
-            p[k] = c.ptr;
-            check_fill(p[k], n[k], tag + (unsigned)k);
-        }
-    }
-    for (int k = 0; k < LIVE; k++)
-        if (p[k]) {
-            bad += !check_verify(p[k], n[k], tag + (unsigned)k);
-            FREE(mh, p[k], 0, 0);
-        }
-    mh_thread_exit();
-    return (void *)bad;
-}
-
-static void threads_alloc_and_free_concurrently(void)
-{
-    reset_errors();
-    check_threads(THREADS, hammer);
-    CHECK(errors[SM_ERR_INVALID_FREE] == 0);
-}
+/* Threads allocating and freeing concurrently (sized and unsized, aligned, across threads, with
+ * resizes): tests/unit/conformance.c, malloc_heap/hammer, runs that on this same instance shape. */
 
 static void fork_hooks_leave_both_sides_usable(void)
 {
@@ -201,7 +164,6 @@ int main(void)
     RUN_CASE(out_of_memory_is_null_and_enomem);
     RUN_CASE(resize_accepts_only_what_fits);
     RUN_CASE(options_name_the_functions_used);
-    RUN_CASE(threads_alloc_and_free_concurrently);
     RUN_CASE(fork_hooks_leave_both_sides_usable);
     return check_end();
 }

@@ -1,6 +1,6 @@
 /* Unit test of the per-thread lifecycle service (platform/lifecycle.h): the composition's one
  * thread-exit hook. Two pretend layers attach threads; the exit that runs is the composition's top
- * (sm_thread_exit_top) when set, else the first layer that attached; once per exiting thread that
+ * (sm_thread_exit_top) when set, else every layer's that attached; once per exiting thread that
  * attached, never for one that did not, and again when an exit attaches the thread anew (bounded by
  * the platform's destructor rounds). */
 #include <pthread.h>
@@ -35,11 +35,22 @@ static void run_thread(void *(*fn)(void *))
     pthread_join(t, NULL);
 }
 
-static void without_top_the_first_attacher_exits(void)
+static void *attach_second(void *unused)
+{
+    (void)unused;
+    CHECK(sm_thread_attach(second_layer_exit));
+    return NULL;
+}
+
+/* Without a top (no socket: a test file holding several stacks), every layer that attached a thread
+ * has its exit run, once per exiting thread, whichever layers that thread used. */
+static void without_top_every_attached_layer_exits(void)
 {
     for (int i = 0; i < 5; i++)
         run_thread(attach_both);
-    CHECKF(first_exits == 5 && second_exits == 0, "first %d, second %d", first_exits, second_exits);
+    CHECKF(first_exits == 5 && second_exits == 5, "first %d, second %d", first_exits, second_exits);
+    run_thread(attach_second);
+    CHECKF(first_exits == 6 && second_exits == 6, "first %d, second %d", first_exits, second_exits);
 }
 
 static void a_thread_that_never_attached_runs_no_exit(void)
@@ -53,10 +64,11 @@ static void a_thread_that_never_attached_runs_no_exit(void)
 static void the_top_exit_runs_once_per_thread(void)
 {
     __atomic_store_n(&sm_thread_exit_top, top_exit, __ATOMIC_RELEASE);
-    int first = first_exits;
+    int first = first_exits, second = second_exits;
     for (int i = 0; i < 7; i++)
         run_thread(attach_both);
-    CHECKF(top_exits == 7 && first_exits == first, "top %d, first %d", top_exits, first_exits - first);
+    CHECKF(top_exits == 7 && first_exits == first && second_exits == second, "top %d, first %d, second %d",
+           top_exits, first_exits - first, second_exits - second);
 }
 
 static void an_exit_that_attaches_again_runs_again(void)
@@ -75,7 +87,7 @@ static void an_exit_that_attaches_again_runs_again(void)
 int main(void)
 {
     check_begin("lifecycle");
-    RUN_CASE(without_top_the_first_attacher_exits);
+    RUN_CASE(without_top_every_attached_layer_exits);
     RUN_CASE(a_thread_that_never_attached_runs_no_exit);
     RUN_CASE(the_top_exit_runs_once_per_thread);
     RUN_CASE(an_exit_that_attaches_again_runs_again);

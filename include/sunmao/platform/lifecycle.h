@@ -8,9 +8,9 @@
  *        L_thread_exit, used only by a composition without a socket (see below). False when the
  *        platform has no exit hook left: the layer must then not create the state (it would leak).
  *   sm_thread_exit_top  the composition's exit: its top layer's L_thread_exit, set by the socket at
- *        start-up; it runs each layer's L_thread_exit top-down through the chain. A composition
- *        with no socket (a unit test) may set it; if none is set, the first layer_exit attached
- *        is called.
+ *        start-up; it runs each layer's L_thread_exit top-down through the chain. Without one (a
+ *        unit test, which may hold several stacks in one file), every distinct layer_exit attached
+ *        so far runs, in the order they first attached (up to SM_THREAD_EXITS of them).
  * The exit hook is one platform key, made on the first attach (a composition whose layers keep no
  * per-thread state never makes one), so no static TLS is spent here: the only initial-exec slot in
  * libsunmao is the thread cache's pointer. L_thread_exit must tolerate a second call and work
@@ -23,8 +23,9 @@
 #include "../core/compiler.h"
 #include "platform.h" /* the lock, once and key primitives (it includes this file last) */
 
+#define SM_THREAD_EXITS 16
 static void (*sm_thread_exit_top)(void) SM_UNUSED;
-static void (*sm_thread_exit_first)(void) SM_UNUSED;
+static void (*sm_thread_exits[SM_THREAD_EXITS])(void) SM_UNUSED;
 static sm_plat_once_t sm_thread_once SM_UNUSED = SM_PLAT_ONCE_INIT;
 static sm_plat_key_t sm_thread_key SM_UNUSED;
 static bool sm_thread_key_made SM_UNUSED;
@@ -32,11 +33,17 @@ static bool sm_thread_key_made SM_UNUSED;
 SM_UNUSED static void sm_thread_on_exit(void *value)
 {
     (void)value;
-    void (*exit_fn)(void) = __atomic_load_n(&sm_thread_exit_top, __ATOMIC_ACQUIRE);
-    if (!exit_fn)
-        exit_fn = __atomic_load_n(&sm_thread_exit_first, __ATOMIC_ACQUIRE);
-    if (exit_fn)
+    void (*top)(void) = __atomic_load_n(&sm_thread_exit_top, __ATOMIC_ACQUIRE);
+    if (top) {
+        top();
+        return;
+    }
+    for (unsigned i = 0; i < SM_THREAD_EXITS; i++) {
+        void (*exit_fn)(void) = __atomic_load_n(&sm_thread_exits[i], __ATOMIC_ACQUIRE);
+        if (!exit_fn)
+            break;
         exit_fn();
+    }
 }
 
 SM_UNUSED static void sm_thread_make_key(void)
@@ -49,8 +56,13 @@ SM_UNUSED static bool sm_thread_attach(void (*layer_exit)(void))
     sm_plat_once(&sm_thread_once, sm_thread_make_key);
     if (!sm_thread_key_made)
         return false;
-    void (*none)(void) = NULL;
-    __atomic_compare_exchange_n(&sm_thread_exit_first, &none, layer_exit, false, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE);
+    /* Register layer_exit once: claim the first empty entry unless an entry already has it. */
+    for (unsigned i = 0; i < SM_THREAD_EXITS; i++) {
+        void (*seen)(void) = NULL;
+        if (__atomic_compare_exchange_n(&sm_thread_exits[i], &seen, layer_exit, false, __ATOMIC_ACQ_REL,
+                                        __ATOMIC_ACQUIRE) || seen == layer_exit)
+            break;
+    }
     sm_plat_key_set(sm_thread_key, (void *)1);
     return true;
 }

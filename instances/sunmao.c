@@ -74,15 +74,14 @@
 #define SM_ERR           warn
 #define SM_SIZE_MAX      (8u << 10)
 #define SM_OPT_SLAB_SIZE (64u << 10)
-/* One empty slab per class pinned 18 x 64 KiB on glibc-simple (bursts over 20 classes); the two
- * kept last are enough for the classes in use to keep their hysteresis. */
+/* The empty slabs kept (retain policy keep_last, the default): one per class pinned 18 x 64 KiB on
+ * glibc-simple (bursts over 20 classes); the two kept last are enough for the classes in use to
+ * keep their hysteresis. Threads on different CPUs allocate from different shards' slabs; eight:
+ * the CPUs beyond eight share shards by their low bits. Classes above 512 B are not sharded: a
+ * partly used slab per shard costs them more than it buys. The measurements behind all three:
+ * docs/layers.md, slab_lk. */
 #define SM_OPT_EMPTY_MAX 2
-/* Threads on different CPUs allocate from different slabs (see slab_lk's Shards): two threads,
- * alloc-test 0.33 -> 0.28 s, glibc-thread 0.50 -> 0.39, larson 0.25 -> 0.19; peak RSS +4-10% on
- * the multi-threaded workloads. Eight: the CPUs beyond eight share shards by their low bits. */
 #define SM_OPT_SHARDS 8
-/* Classes above 512 B are not sharded: peak RSS -3-8% on larson, sh8bench, alloc-test, rptest and
- * wcet, times unchanged (slab_lk's Shards). */
 #define SM_OPT_SHARD_MAX 512
 #include <sunmao/layers/core/slab_lk.h>
 

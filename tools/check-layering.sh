@@ -5,9 +5,13 @@
 #   include/sunmao/policies/**        core/, policies/, platform/platform.h
 #   include/sunmao/os/**              core/, policies/, platform/platform.h (an OS layer never
 #                                     includes another)
-#   include/sunmao/layers/core/**     core/, policies/, platform/platform.h (a layer reaches other
-#   include/sunmao/layers/addon/**      layers only via SM_NEXT: never another layer, an OS layer or
-#                                       a socket)
+#   include/sunmao/layers/core/*.h    core/, policies/, platform/platform.h (a layer reaches other
+#   include/sunmao/layers/addon/*.h     layers only via SM_NEXT: never another layer, an OS layer or
+#                                       a socket), and its own parts: layers/<kind>/<layer>/
+#   include/sunmao/layers/*/<layer>/**  (a layer's parts) core/, policies/, platform/platform.h and
+#                                       their layer's header (which a part instantiates when it is
+#                                       included alone, as tools/check-headers.sh does); no other
+#                                       file includes a layer's part, instances neither
 #   include/sunmao/sockets/**         core/, policies/, platform/platform.h, sockets/ (shared socket
 #                                     code such as libc_api.h; never a layer, never an OS layer)
 #   instances/*.c                     anything (the composition), as long as it resolves
@@ -41,7 +45,12 @@ rule_for() {
         include/sunmao/platform/*) echo "core/ platform/" ;;
         include/sunmao/policies/*) echo "core/ policies/ platform/platform.h" ;;
         include/sunmao/os/*) echo "core/ policies/ platform/platform.h" ;;
-        include/sunmao/layers/core/* | include/sunmao/layers/addon/*) echo "core/ policies/ platform/platform.h" ;;
+        include/sunmao/layers/core/*/* | include/sunmao/layers/addon/*/*)   # a part of a layer
+            local own="${1#include/sunmao/}"
+            echo "core/ policies/ platform/platform.h ${own%/*}.h" ;;
+        include/sunmao/layers/core/* | include/sunmao/layers/addon/*)
+            local parts="${1#include/sunmao/}"
+            echo "core/ policies/ platform/platform.h ${parts%.h}/" ;;
         include/sunmao/sockets/*) echo "core/ policies/ platform/platform.h sockets/" ;;
         *) echo "" ;;
     esac
@@ -92,6 +101,15 @@ for f in "${files[@]}"; do
             continue
         else
             continue
+        fi
+        # A layer's part (include/sunmao/layers/<kind>/<layer>/*) is included by that layer (and the
+        # layer's other parts) only, whatever the includer's rule: instances compose layers, not parts.
+        if [[ "$res" =~ ^include/sunmao/(layers/[^/]+/[^/]+)/[^/]+$ ]]; then
+            owner="include/sunmao/${BASH_REMATCH[1]}"
+            if [ "$f" != "$owner.h" ] && [[ "$f" != "$owner/"* ]]; then
+                why+=("includes ${res#include/sunmao/}, a part of ${owner#include/sunmao/}.h (only that layer includes it)")
+                continue
+            fi
         fi
         [ "$rule" = ANY ] && continue
         case "$res" in

@@ -21,6 +21,7 @@
 #include <string.h>
 #include <time.h>
 #include <sunmao/policies/err/callback.h>
+#include <sunmao/policies/retain/none.h>
 #include <sunmao/policies/sizeclass/tc.h>
 #include <sunmao/policies/sync/mutex.h>
 #include <sunmao/policies/sync/spinlock.h>
@@ -98,6 +99,7 @@
 #define SM_SIZECLASS tc
 #define SM_ERR callback
 #include <sunmao/layers/core/slab_lk.h>
+#include <sunmao/policies/reclaim/none.h> /* for the case SM_RECLAIM=none */
 #define SM_LAYER ut
 #define SM_NEXT sl
 #define SM_SIZECLASS tc

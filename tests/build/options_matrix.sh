@@ -38,6 +38,7 @@ slab_lk|MX_SLAB|SM_OPT_COLOURS=1|
 slab_lk|MX_SLAB|SM_OPT_COLOURS=16|
 slab_lk|MX_SLAB|SM_OPT_SHARDS=4|ut_shards == 4
 slab_lk|MX_SLAB|SM_OPT_SHARD_MAX=256;SM_OPT_SHARDS=4|
+slab_lk|MX_SLAB|SM_RETAIN=none|
 thread_cache|MX_THREAD|SM_OPT_CACHE_BYTES=(16u << 10)|
 thread_cache|MX_THREAD|SM_OPT_BATCH_MAX=2|ut_batch_max == 2
 thread_cache|MX_THREAD|SM_OPT_BATCH_BYTES=1024|ut_batch_bytes == 1024
@@ -45,6 +46,7 @@ thread_cache|MX_THREAD|SM_OPT_LIST_MAX=32|ut_list_max == 32
 thread_cache|MX_THREAD|SM_OPT_GC_EVENTS=1|
 thread_cache|MX_THREAD|SM_OPT_IDLE_SCAN_REFILLS=1|ut_idle_scan_refills == 1
 thread_cache|MX_THREAD|SM_OPT_DOUBLE_FREE_CHECK=0|
+thread_cache|MX_THREAD|SM_RECLAIM=none;SM_OPT_CACHE_BYTES=(16u << 10)|sizeof ut_tls->mark[0] == 1
 decay_cache|MX_DECAY|SM_OPT_MIN_CACHED=4096|
 decay_cache|MX_DECAY|SM_OPT_MAX_WASTE=0|
 decay_cache|MX_DECAY|SM_OPT_DECAY_MS=5|

@@ -1,5 +1,5 @@
-/* Unit tests of the framework core's small parts: sync, chksum and err policies, the size_handle
- * slot, the diagnostics formatter and the page map. */
+/* Unit tests of the framework core's small parts: sync, chksum, err and reclaim policies, the
+ * size_handle slot, the diagnostics formatter and the page map. */
 #include <pthread.h>
 #include <signal.h>
 #include <stdint.h>
@@ -13,6 +13,8 @@
 #include <sunmao/policies/err/callback.h>
 #include <sunmao/policies/err/fatal.h>
 #include <sunmao/policies/err/warn.h>
+#include <sunmao/policies/reclaim/lowwater.h>
+#include <sunmao/policies/reclaim/none.h>
 #include <sunmao/policies/sync/mutex.h>
 #include <sunmao/policies/sync/none.h>
 #include <sunmao/policies/sync/spinlock.h>
@@ -273,6 +275,66 @@ static void pagemap2_window(void)
     CHECK(sm_pagemap2_get(map2, 16, base + (1ull << 48)) == 0);
 }
 
+/* --- reclaim: lowwater collects every `period` events (under pressure from period / 4), gives back
+ * half of a list's low-water mark, or all of a list longer than a batch that sat idle since the last
+ * pass; its scan (every `period` refills) gives back only such idle lists; the marks follow. */
+static void reclaim_lowwater_answers(void)
+{
+    unsigned events = 0, due = 0;
+    for (int i = 0; i < 10; i++)
+        due += sm_reclaim_lowwater_gc_due(&events, 4);
+    CHECKF(events == 10 && due == 7, "events %u, %u collections due", events, due); /* from the 4th on */
+    CHECK(!sm_reclaim_lowwater_gc_pressed(15, 64) && sm_reclaim_lowwater_gc_pressed(16, 64));
+    CHECK(!sm_reclaim_lowwater_gc_pressed(0, 2) && sm_reclaim_lowwater_gc_pressed(1, 2));
+    unsigned refills = 0, scans = 0;
+    for (int i = 0; i < 12; i++)
+        scans += sm_reclaim_lowwater_scan_due(&refills, 4);
+    CHECK(refills == 12 && scans == 3);
+
+    /* A list in use: 10 objects, never below 4 since the last collection (the scan's mark says 6). */
+    sm_reclaim_lowwater_mark_t m = { .low = 6, .count = 9 };
+    uint16_t low = 4;
+    CHECK(sm_reclaim_lowwater_gc(&m, &low, 10, 2) == 2); /* (4 + 1) / 2 */
+    CHECK(low == 8 && m.low == 8 && m.count == 8);
+    m.low = 3, low = 7; /* used since; a scan saw it lower: the collection halves the lower of the two */
+    CHECK(sm_reclaim_lowwater_gc(&m, &low, 8, 2) == 2 && low == 6);
+    /* Idle since the last pass (length = low-water mark = what the pass left), longer than a batch. */
+    CHECK(sm_reclaim_lowwater_gc(&m, &low, 6, 2) == 6 && low == 0 && m.low == 0 && m.count == 0);
+    /* Idle but not longer than a batch: halved only. */
+    m = (sm_reclaim_lowwater_mark_t){ .low = 2, .count = 2 }, low = 2;
+    CHECK(sm_reclaim_lowwater_gc(&m, &low, 2, 2) == 1 && low == 1);
+
+    /* The scan: a list of a batch or less is left alone, marks included. */
+    m = (sm_reclaim_lowwater_mark_t){ .low = 1, .count = 7 }, low = 2;
+    CHECK(sm_reclaim_lowwater_scan(&m, &low, 2, 2) == 0 && low == 2 && m.low == 1 && m.count == 7);
+    /* In use since the last pass (popped below its length): kept; the collection's mark takes the low. */
+    m = (sm_reclaim_lowwater_mark_t){ .low = 9, .count = 10 }, low = 5;
+    CHECK(sm_reclaim_lowwater_scan(&m, &low, 10, 2) == 0 && low == 10 && m.low == 5 && m.count == 10);
+    /* Untouched since that scan: all of it goes back. */
+    CHECK(sm_reclaim_lowwater_scan(&m, &low, 10, 2) == 10 && low == 0 && m.count == 0 && m.low == 5);
+    /* Grown since (frees): not idle. */
+    m = (sm_reclaim_lowwater_mark_t){ .low = 4, .count = 4 }, low = 4;
+    CHECK(sm_reclaim_lowwater_scan(&m, &low, 12, 2) == 0 && low == 12 && m.count == 12 && m.low == 4);
+
+    sm_reclaim_lowwater_clear(&m, &low);
+    CHECK(low == 0 && m.low == 0 && m.count == 0);
+    CHECK(sm_reclaim_lowwater_low_water == 1);
+}
+
+/* --- reclaim: none never collects or scans, gives back nothing and keeps no low-water mark. */
+static void reclaim_none_answers(void)
+{
+    unsigned events = 0, refills = 0;
+    for (int i = 0; i < 100; i++)
+        CHECK(!sm_reclaim_none_gc_due(&events, 1) && !sm_reclaim_none_scan_due(&refills, 1));
+    CHECK(events == 0 && refills == 0 && !sm_reclaim_none_gc_pressed(1000, 1));
+    sm_reclaim_none_mark_t m = { 0 };
+    uint16_t low = 7;
+    CHECK(sm_reclaim_none_gc(&m, &low, 100, 2) == 0 && sm_reclaim_none_scan(&m, &low, 100, 2) == 0);
+    sm_reclaim_none_clear(&m, &low);
+    CHECK(low == 7 && sm_reclaim_none_low_water == 0);
+}
+
 int main(void)
 {
     check_begin("policies");
@@ -289,5 +351,7 @@ int main(void)
     RUN_CASE(msg_format_conversions);
     RUN_CASE(pagemap_set_get_clear);
     RUN_CASE(pagemap2_window);
+    RUN_CASE(reclaim_lowwater_answers);
+    RUN_CASE(reclaim_none_answers);
     return check_end();
 }

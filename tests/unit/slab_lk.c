@@ -1026,6 +1026,27 @@ static void shard_max(void)
     CHECK(err_total() == 0 && fk_sm_obj.bad_frees == 0);
 }
 
+/* The owner map's leaves come from the next layer and are counted (core/pagemap.h's
+ * SM_PAGEMAP_NODE_ALLOC): one per non-empty root entry, each an 8 MiB block of the fake (which may
+ * hold 8 MiB blocks passed through as well). */
+#define MAP_NODES_ONE(SL, FK)                                                                       \
+    do {                                                                                            \
+        size_t leaves = 0, held = 0;                                                                \
+        for (size_t i = 0; i < sizeof SL##_obj.map / sizeof *SL##_obj.map; i++)                     \
+            leaves += SL##_obj.map[i] != NULL;                                                      \
+        for (size_t i = 0; i < FK##_obj.live_blocks; i++)                                           \
+            held += FK##_obj.blocks[i].size == SM_PAGEMAP2_LEAF_BYTES;                              \
+        CHECKF(leaves >= 1 && SL##_obj.map_nodes == leaves && held >= leaves,                       \
+               #SL ": %zu leaves in the map, %zu counted, %zu held below", leaves, SL##_obj.map_nodes, \
+               held);                                                                               \
+    } while (0)
+static void map_nodes_counted(void)
+{
+    MAP_NODES_ONE(sl_tc, fk_tc);
+    MAP_NODES_ONE(sl_lb, fk_lb);
+    MAP_NODES_ONE(sl_iv, fk_iv);
+}
+
 static void fork_hooks(void)
 {
     /* prepare takes every lock and the fake's; parent releases them all, so allocation works after */
@@ -1062,6 +1083,7 @@ int main(void)
     RUN_CASE(shard_steal);
     RUN_CASE(stress_shards);
     RUN_CASE(shard_max);
+    RUN_CASE(map_nodes_counted);
     RUN_CASE(fork_hooks);
     return check_end();
 }

@@ -1,7 +1,8 @@
 /* Unit test of the thread_cache add-on layer over a real slab_lk (sync=spinlock, sizeclass=tc) over
  * the fake next layer, with a counting layer in between that sees every batch crossing:
  *     tcache :: cnt (this file) :: slab_lk :: fake          and, for the byte budget,
- *     tbudget(16 KiB) :: slab_lk :: fake
+ *     tbudget(16 KiB) :: slab_lk :: fake,      and, for the reclaim policy none,
+ *     tnone(reclaim=none, 32 KiB) :: slab_lk :: fake
  * Most cases run in a fresh thread, so they start from a new, empty cache. */
 #include <pthread.h>
 #include <stdint.h>
@@ -150,6 +151,25 @@ static inline void cnt_free_batch(void **blocks, unsigned n)
 #define SM_NEXT sls
 #define SM_SIZECLASS tc
 #define SM_ERR callback
+#include <sunmao/layers/addon/thread_cache.h>
+
+/* the reclaim policy `none` (no collection, no scan; a 32 KiB budget): tnone :: slab_lk :: fake */
+#define SM_LAYER fkn
+#include "tests/support/fake_next.h"
+#define SM_LAYER sln
+#define SM_NEXT fkn
+#define SM_SYNC spinlock
+#define SM_SIZECLASS tc
+#define SM_ERR callback
+#include <sunmao/layers/core/slab_lk.h>
+#include <sunmao/policies/reclaim/none.h>
+#define SM_LAYER tnone
+#define SM_NEXT sln
+#define SM_SIZECLASS tc
+#define SM_ERR callback
+#define SM_RECLAIM none
+#define SM_SIZE_MAX (8u << 10)
+#define SM_OPT_CACHE_BYTES (32u << 10)
 #include <sunmao/layers/addon/thread_cache.h>
 
 _Static_assert(tcache_thread_safe == 1 && tcache_min_align == 16 && tcache_zeroed == 0, "properties");
@@ -436,6 +456,66 @@ static void idle_scan_body(void)
 }
 static void idle_scan(void) { in_thread(idle_scan_body); }
 
+/* The reclaim policy `none`: the scenario gc_low_water runs, under `none`. The idle list keeps all
+ * it holds through any number of other classes' slow paths (no collection, no scan), the byte budget
+ * alone bounds what is cached, and the pops keep no low-water mark. */
+static void *tn_malloc(size_t n)
+{
+    sm_mctx_t c = sm_mctx_alloc(n, 0, 0);
+    return tnone_alloc(&c);
+}
+static void tn_free(void *p)
+{
+    sm_mctx_t c = sm_mctx_block(p, 0, 0);
+    tnone_free(&c);
+}
+static size_t tn_cached_bytes(void)
+{
+    size_t bytes = 0;
+    for (unsigned cls = 0; cls < tnone_class_count; cls++)
+        bytes += (size_t)tnone_tls->list[cls].count * sm_sizeclass_tc_class_to_size(cls);
+    return bytes;
+}
+static void reclaim_none_body(void)
+{
+    enum { BURST = 2000, OTHER = 6000 };
+    static __thread void *objs[OTHER];
+    for (int i = 0; i < BURST; i++)
+        objs[i] = tn_malloc(64);
+    for (int i = 0; i < BURST; i++)
+        tn_free(objs[i]);
+    const struct tnone_list *l = &tnone_tls->list[cls_of(64)];
+    unsigned cached = l->count;
+    CHECKF(cached > 64 && tn_cached_bytes() <= (32u << 10) && tnone_tls->capacity <= (32u << 10),
+           "%u cached after the burst, %zu bytes, capacity %zu", cached, tn_cached_bytes(), tnone_tls->capacity);
+    CHECKF(cached * 64 > (16u << 10), "the burst filled only %u B of the 32 KiB budget", cached * 64);
+    unsigned limit = l->limit;
+    /* other classes' slow paths, more than enough for lowwater to collect class 64 entirely */
+    for (int i = 0; i < OTHER; i++) {
+        objs[i] = tn_malloc(i % 2 ? 32 : 48);
+        CHECK(objs[i] != NULL);
+    }
+    CHECKF(l->count == cached && l->limit == limit, "class 64 went %u/%u -> %u/%u (count/limit) with no reclaim policy",
+           cached, limit, l->count, l->limit);
+    CHECKF(tnone_tls->events == 0 && tnone_tls->refills == 0, "counted %u events, %u refills", tnone_tls->events,
+           tnone_tls->refills);
+    for (int i = 0; i < OTHER; i++)
+        tn_free(objs[i]);
+    CHECKF(tn_cached_bytes() <= (32u << 10) && tnone_tls->capacity <= (32u << 10), "cached %zu, capacity %zu",
+           tn_cached_bytes(), tnone_tls->capacity);
+    /* pops keep no low-water mark */
+    for (int i = 0; i < 10; i++)
+        objs[i] = tn_malloc(64);
+    CHECKF(l->low == 0 && l->count == cached - 10, "low %u, count %u", l->low, l->count);
+    for (int i = 0; i < 10; i++)
+        tn_free(objs[i]);
+}
+static void reclaim_none(void)
+{
+    tnone_create();
+    in_thread(reclaim_none_body);
+}
+
 /* A free on the slow path (here a thread's first) keeps a block of its own CPU's slabs and hands a
  * block of another CPU's back to its slab: that thread's next object is then not a neighbour of
  * objects in use on the other CPU (passive false sharing). */
@@ -624,6 +704,12 @@ static void sized_free_body(void)
     unsigned long frees = CNT_GET(frees);
     t_free_sized(big, 9000);
     CHECK(CNT_GET(frees) == frees + 1);
+    /* An aligned request no cached class serves goes below as its whole class (16 bytes for 8): a
+     * sized free then caches it for malloc(16), which must find 16 bytes there (it found 8). */
+    void *odd = t_aligned(8, 8192);
+    sm_mctx_t m = sm_mctx_block(odd, 0, 0);
+    CHECKF(odd && fk_getmeta(&m) && m.usable >= 16, "the block below holds %zu bytes", m.usable);
+    t_free_sized(odd, 8);
 }
 static void sized_free(void) { in_thread(sized_free_body); }
 
@@ -1017,6 +1103,7 @@ int main(void)
     RUN_CASE(overflow);
     RUN_CASE(gc_low_water);
     RUN_CASE(idle_scan);
+    RUN_CASE(reclaim_none);
     RUN_CASE(remote_block_not_kept);
     RUN_CASE(budget);
     RUN_CASE(thread_exit_returns_all);

@@ -4,7 +4,7 @@
  * A layer is a header with no include guard — a template. Including it after defining
  *     SM_LAYER   the name of this layer instance (an identifier, e.g. tlsf_heap)
  *     SM_NEXT    the instance it passes requests to (absent for an OS layer)
- *     SM_<SLOT>  one macro per policy slot the layer declares (SM_SYNC, SM_SIZECLASS, ...)
+ *     SM_<SLOT>  one macro per policy slot the layer declares (SM_SYNC, SM_SIZECLASS, SM_RETAIN, ...)
  *     SM_OPT_*   the layer's options, each with a documented default
  * defines the instance: a static object holding its state and these static inline functions
  * (all names prefixed by SM_LAYER, shown here as L_):
@@ -64,6 +64,8 @@
 #define SM_SIZECLASS_FN(fn) SM_POLICY_FN(sizeclass, SM_SIZECLASS, fn)
 #define SM_CHKSUM_FN(fn)    SM_POLICY_FN(chksum, SM_CHKSUM, fn)
 #define SM_ERR_FN(fn)       SM_POLICY_FN(err, SM_ERR, fn)
+#define SM_RECLAIM_FN(fn)   SM_POLICY_FN(reclaim, SM_RECLAIM, fn)
+#define SM_RETAIN_FN(fn)    SM_POLICY_FN(retain, SM_RETAIN, fn)
 
 /* The fork hooks of a layer guarded by one lock of its sync policy: take it before the next
  * layer's locks (the order in which requests take them), release it (parent) or re-create it

@@ -6,7 +6,9 @@
 #undef SM_NEXT
 #undef SM_SYNC
 #undef SM_SIZECLASS
+#undef SM_RETAIN
 #undef SM_CHKSUM
 #undef SM_ERR
+#undef SM_RECLAIM
 #undef SM_SIZE_MIN
 #undef SM_SIZE_MAX

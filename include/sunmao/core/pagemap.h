@@ -14,6 +14,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include "compiler.h"
+#include "mctx.h"
 
 #define SM_PAGEMAP_ADDR_BITS 48
 #define SM_PAGEMAP_NODE_BITS 12
@@ -23,8 +24,24 @@ typedef struct sm_pagemap {
     uintptr_t **root[1u << SM_PAGEMAP_NODE_BITS];
 } sm_pagemap_t;
 
-/* Returns a zero-filled block of SM_PAGEMAP_NODE_BYTES, or NULL. */
+/* Returns a zero-filled block of `bytes` (a node or a leaf), or NULL. */
 typedef void *sm_pagemap_node_alloc_fn(size_t bytes);
+
+/* In a layer template (core/layer.h): defines the node allocator of the layer's page maps,
+ *     static void *L_map_node_alloc(size_t bytes)      (an sm_pagemap_node_alloc_fn)
+ * A node comes from the next layer, aligned to `align`, so a map works over every OS layer, static
+ * pools included; it is cleared unless the next layer reports fresh memory (sm_mctx_zeroed), and
+ * `count`, an lvalue, counts the nodes held (never freed: see above). Called by sm_pagemap_set and
+ * sm_pagemap2_set, under the lock that serialises the map's updates, which also guards `count`. */
+#define SM_PAGEMAP_NODE_ALLOC(align, count)                                                        \
+    static void *SM_FN(map_node_alloc)(size_t bytes)                                               \
+    {                                                                                              \
+        sm_mctx_t r_ = sm_mctx_alloc(bytes, (align), 0);                                           \
+        void *p_ = sm_mctx_zeroed(&r_, SM_NEXT_FN(alloc)(&r_));                                    \
+        if (p_)                                                                                    \
+            (count)++;                                                                             \
+        return p_;                                                                                 \
+    }
 
 SM_INLINE unsigned sm_pagemap_root_bits(unsigned shift)
 {

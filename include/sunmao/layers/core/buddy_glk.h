@@ -175,15 +175,8 @@ SM_INLINE void SM_FN(unlink)(unsigned order, struct SM_FN(chunk) *ch, size_t off
         SM_FN(obj).nonempty &= ~SM_BUDDY_BIT(order);
 }
 
-/* Page-map nodes come from the next layer so the map works over any OS layer, static pools included. */
-static void *SM_FN(map_node_alloc)(size_t bytes)
-{
-    sm_mctx_t r = sm_mctx_alloc(bytes, SM_CACHELINE, 0);
-    void *p = sm_mctx_zeroed(&r, SM_NEXT_FN(alloc)(&r));
-    if (p)
-        SM_FN(obj).map_nodes++;
-    return p;
-}
+/* Page-map leaves: zero-filled, from the next layer, counted in map_nodes (core/pagemap.h). */
+SM_PAGEMAP_NODE_ALLOC(SM_CACHELINE, SM_FN(obj).map_nodes)
 
 /* Adds one entirely free chunk to the heap. Caller holds the lock: the next layer is called under it
  * so two threads that miss at once do not both take a chunk. */

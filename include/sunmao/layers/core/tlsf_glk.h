@@ -293,14 +293,8 @@ SM_INLINE void *SM_FN(carve)(struct SM_FN(block) *b, size_t size, size_t align)
 }
 
 /* ---- spans and chunks from the next layer ---- */
-static void *SM_FN(map_node_alloc)(size_t bytes)
-{
-    sm_mctx_t r = sm_mctx_alloc(bytes, 64, 0);
-    void *p = sm_mctx_zeroed(&r, SM_NEXT_FN(alloc)(&r));
-    if (p)
-        SM_FN(obj).map_nodes++;
-    return p;
-}
+/* Page-map nodes: zero-filled, from the next layer, counted in map_nodes (core/pagemap.h). */
+SM_PAGEMAP_NODE_ALLOC(SM_CACHELINE, SM_FN(obj).map_nodes)
 
 SM_INLINE struct SM_FN(span) *SM_FN(span_of)(uintptr_t tag)
 {

@@ -1,0 +1,60 @@
+/* thread_cache's per-thread lifecycle: a thread's cache is made on its first slow path and given
+ * back when the thread exits. Every thread starts at the constant empty cache; its first miss
+ * builds the shared tables (once per process), attaches the thread to the composition's lifecycle
+ * service (platform/lifecycle.h: no thread-exit key or static TLS of this layer's own) and takes
+ * the cache from the next layer, never from libc. At exit the cache returns every object and
+ * itself and the thread points at the constant retired cache, which passes every request down and
+ * never makes a cache again: destructors that run after ours (glibc runs key destructors for up to
+ * PTHREAD_DESTRUCTOR_ITERATIONS rounds) may still allocate and free, and the rounds end. A thread
+ * that cannot have a cache (no tables, no exit hook to be had) is retired at once; one whose cache
+ * could not be allocated tries again on its next slow path. A part of layers/addon/thread_cache.h,
+ * which includes it after its types and reclaim part (no include guard).
+ * Included alone, as tools/check-headers.sh does, it instantiates the whole layer.
+ * @check: <sunmao/policies/sync/spinlock.h> <sunmao/policies/sizeclass/tc.h> <sunmao/policies/err/warn.h> SM_LAYER=s SM_NEXT=fake_next SM_SYNC=spinlock SM_SIZECLASS=tc SM_ERR=warn <sunmao/layers/core/slab_lk.h> SM_LAYER=t SM_NEXT=s SM_SIZECLASS=tc SM_ERR=warn
+ * @check-next: fake */
+#ifndef SM_THREAD_CACHE_PARTS
+#include "../thread_cache.h"
+#else
+
+/* The calling thread's cache, created on its first slow path; NULL when the thread is to bypass
+ * the cache (retired, or no memory for a cache, or no thread-exit hook could be had). */
+SM_SLOWPATH struct SM_FN(cache) *SM_FN(cache_get)(void)
+{
+    struct SM_FN(cache) *cache = SM_FN(tls);
+    if (!SM_FN(is_static)(cache))
+        return cache;
+    if (cache == &SM_FN(retired_cache))
+        return NULL;
+    sm_plat_once(&SM_FN(obj).once, SM_FN(init_once));
+    if (!SM_FN(obj).ready || !sm_thread_attach(SM_FN(thread_exit))) {
+        /* no tables, or no exit hook (a cache would leak when the thread ends) */
+        SM_FN(tls) = (struct SM_FN(cache) *)&SM_FN(retired_cache);
+        return NULL;
+    }
+    /* The cache is the allocator's own metadata: it comes from the next layer, never from libc. */
+    sm_mctx_t r = sm_mctx_alloc(sizeof(struct SM_FN(cache)), SM_CACHELINE, 0);
+    cache = (struct SM_FN(cache) *)SM_NEXT_FN(alloc)(&r);
+    if (!cache)
+        return NULL; /* this request bypasses the cache; a later slow path tries again */
+    memset(cache, 0, sizeof *cache);
+    SM_FN(tls) = cache;
+    return cache;
+}
+
+/* Returns every cached object and the cache itself to the next layer; the thread is retired. A
+ * second call (a destructor that ran after ours) finds the retired cache and does nothing. */
+SM_SLOWPATH void SM_FN(cache_destroy)(void)
+{
+    struct SM_FN(cache) *cache = SM_FN(tls);
+    SM_FN(tls) = (struct SM_FN(cache) *)&SM_FN(retired_cache);
+    if (SM_FN(is_static)(cache))
+        return;
+    struct SM_FN(sink) sink;
+    sink.n = 0;
+    for (unsigned cls = 0; cls < SM_FN(class_count); cls++)
+        SM_FN(drain)(&cache->list[cls], cache->list[cls].count, &sink);
+    SM_FN(sink_put)(&sink, cache);
+    SM_FN(give_blocks)(sink.blocks, sink.n);
+}
+
+#endif /* SM_THREAD_CACHE_PARTS */

@@ -1,0 +1,95 @@
+/* thread_cache's way back to the next layer: objects leave a list in batches (the sink, drained
+ * from the list's head), and the two passes of the reclaim policy (slot SM_RECLAIM:
+ * policies/reclaim/lowwater.h states what a policy answers) run here — a collection, every so many
+ * slow-path events or when a list cannot grow within the budget, and a scan, before a refill. The
+ * policy says how many objects each list gives back; this part moves them and lowers the list's
+ * limit by as many, so count <= limit and the byte budget keep holding. A part of
+ * layers/addon/thread_cache.h, which includes it after its types, lists and tables (no include
+ * guard).
+ * Included alone, as tools/check-headers.sh does, it instantiates the whole layer.
+ * @check: <sunmao/policies/sync/spinlock.h> <sunmao/policies/sizeclass/tc.h> <sunmao/policies/err/warn.h> SM_LAYER=s SM_NEXT=fake_next SM_SYNC=spinlock SM_SIZECLASS=tc SM_ERR=warn <sunmao/layers/core/slab_lk.h> SM_LAYER=t SM_NEXT=s SM_SIZECLASS=tc SM_ERR=warn
+ * @check-next: fake */
+#ifndef SM_THREAD_CACHE_PARTS
+#include "../thread_cache.h"
+#else
+
+/* The one place objects go back to the next layer (so its free_batch is inlined once). */
+SM_SLOWPATH void SM_FN(give_blocks)(void **blocks, unsigned n)
+{
+    if (n)
+        SM_NEXT_FN(free_batch)(blocks, n);
+}
+
+/* Collects objects to release and hands them to the next layer a batch at a time. */
+struct SM_FN(sink) {
+    unsigned n;
+    void *blocks[SM_FN(batch_max)];
+};
+SM_INLINE void SM_FN(sink_put)(struct SM_FN(sink) *sink, void *p)
+{
+    sink->blocks[sink->n++] = p;
+    if (sink->n == SM_FN(batch_max)) {
+        SM_FN(give_blocks)(sink->blocks, sink->n);
+        sink->n = 0;
+    }
+}
+
+/* Moves the first n objects of list l into the sink. */
+SM_INLINE void SM_FN(drain)(struct SM_FN(list) *l, unsigned n, struct SM_FN(sink) *sink)
+{
+    void *p = l->head;
+    for (unsigned i = 0; i < n; i++) {
+        void *next = *(void **)p;
+        SM_FN(sink_put)(sink, p);
+        p = next;
+    }
+    l->head = p;
+    l->count -= n;
+}
+
+/* A collection: each list gives back what the policy says. With `pressure`, every list other than
+ * keep_cls also gives up half of its unused room, because keep_cls needs budget now. */
+SM_SLOWPATH void SM_FN(gc)(struct SM_FN(cache) *cache, unsigned keep_cls, bool pressure)
+{
+    struct SM_FN(sink) sink;
+    sink.n = 0;
+    for (unsigned cls = 0; cls < SM_FN(class_count); cls++) {
+        struct SM_FN(list) *l = &cache->list[cls];
+        size_t size = SM_FN(obj).class_bytes[cls];
+        unsigned drop = SM_RECLAIM_FN(gc)(&cache->mark[cls], &l->low, l->count, SM_FN(batch_of)(cls));
+        SM_FN(drain)(l, drop, &sink);
+        unsigned cut = drop; /* count - drop <= limit - drop: the invariant holds */
+        if (pressure && cls != keep_cls)
+            cut += (l->limit - cut - l->count + 1u) / 2;
+        l->limit = (uint16_t)(l->limit - cut);
+        cache->capacity -= cut * size;
+    }
+    SM_FN(give_blocks)(sink.blocks, sink.n);
+    cache->events = 0;
+}
+
+/* A scan: each list gives back what the policy says, and its limit shrinks by as much. */
+SM_SLOWPATH void SM_FN(scan)(struct SM_FN(cache) *cache)
+{
+    struct SM_FN(sink) sink;
+    sink.n = 0;
+    for (unsigned cls = 0; cls < SM_FN(class_count); cls++) {
+        struct SM_FN(list) *l = &cache->list[cls];
+        unsigned drop = SM_RECLAIM_FN(scan)(&cache->mark[cls], &l->low, l->count, SM_FN(batch_of)(cls));
+        if (drop) {
+            SM_FN(drain)(l, drop, &sink);
+            l->limit = (uint16_t)(l->limit - drop);
+            cache->capacity -= drop * SM_FN(obj).class_bytes[cls];
+        }
+    }
+    SM_FN(give_blocks)(sink.blocks, sink.n);
+}
+
+/* Counts a slow-path event (a refill, an overflow); the policy says when a collection is due. */
+SM_INLINE void SM_FN(event)(struct SM_FN(cache) *cache)
+{
+    if (SM_RECLAIM_FN(gc_due)(&cache->events, SM_OPT_GC_EVENTS))
+        SM_FN(gc)(cache, SM_FN(class_count), false);
+}
+
+#endif /* SM_THREAD_CACHE_PARTS */

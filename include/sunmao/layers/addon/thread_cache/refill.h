@@ -1,0 +1,168 @@
+/* thread_cache's refills and overflows: how a list grows, and how it fills and empties in batches.
+ * A malloc that finds its list empty refills it with one N_alloc_batch call (an aligned request:
+ * the list of its aligned class); a free that finds its list full first sends a batch back with
+ * N_free_batch. Slow start (TCMalloc's): a list's limit starts at 0 and grows by one on each miss
+ * or overflow up to its batch (about SM_OPT_BATCH_BYTES, within [2, SM_OPT_BATCH_MAX] objects),
+ * then by a batch per miss up to SM_OPT_LIST_MAX: a class used once costs one object, a class used
+ * in bursts gets room for the burst. Except that a thread's first objects of a small class fill
+ * four cache lines of their own, so that objects handed out one at a time to different threads do
+ * not share lines. Growth is paid from the byte budget (grow), which asks the reclaim policy for a
+ * collection under pressure when it runs out. A free's slow path also catches double frees of
+ * cached objects (on_list) and hands back a block of another CPU's slab instead of caching it
+ * (block_local). Figures: docs/layers.md, thread_cache. A part of layers/addon/thread_cache.h,
+ * which includes it after its other parts (no include guard).
+ * Included alone, as tools/check-headers.sh does, it instantiates the whole layer.
+ * @check: <sunmao/policies/sync/spinlock.h> <sunmao/policies/sizeclass/tc.h> <sunmao/policies/err/warn.h> SM_LAYER=s SM_NEXT=fake_next SM_SYNC=spinlock SM_SIZECLASS=tc SM_ERR=warn <sunmao/layers/core/slab_lk.h> SM_LAYER=t SM_NEXT=s SM_SIZECLASS=tc SM_ERR=warn
+ * @check-next: fake */
+#ifndef SM_THREAD_CACHE_PARTS
+#include "../thread_cache.h"
+#else
+
+/* Raises list cls's limit toward `want`, as far as the budget allows after a collection under
+ * pressure, if the reclaim policy runs one. */
+SM_INLINE void SM_FN(grow)(struct SM_FN(cache) *cache, unsigned cls, unsigned want)
+{
+    struct SM_FN(list) *l = &cache->list[cls];
+    size_t size = SM_FN(obj).class_bytes[cls];
+    if (want > SM_FN(list_max))
+        want = SM_FN(list_max);
+    if (want <= l->limit || !size)
+        return;
+    if (cache->capacity + (want - l->limit) * size > (size_t)(SM_OPT_CACHE_BYTES)) {
+        if (SM_RECLAIM_FN(gc_pressed)(cache->events, SM_OPT_GC_EVENTS))
+            SM_FN(gc)(cache, cls, true);
+        size_t room = ((size_t)(SM_OPT_CACHE_BYTES) - cache->capacity) / size; /* slow path: division is fine */
+        if (want > l->limit + room)
+            want = l->limit + (unsigned)room;
+    }
+    cache->capacity += (want - l->limit) * size;
+    l->limit = (uint16_t)want;
+}
+
+/* malloc missed the list of `size`: refill it with one batch from the next layer and return the
+ * first object, or NULL to send the request to the next layer. c: the request (its CPU). */
+SM_SLOWPATH void *SM_FN(refill)(size_t size, sm_mctx_t *c)
+{
+    struct SM_FN(cache) *cache = SM_FN(cache_get)();
+    if (!cache)
+        return NULL;
+    unsigned cls = SM_FN(class_of)(size); /* again: the fast path may have read an unbuilt table */
+    struct SM_FN(list) *l = &cache->list[cls];
+    unsigned batch = SM_FN(batch_of)(cls);
+    /* Slow start, but the first objects fill four cache lines: with two, the hot object (the run's
+     * first) could share a 128-byte pair, which the adjacent-line prefetcher moves as one, with
+     * another thread's objects. */
+    size_t obj_size = SM_SIZECLASS_FN(class_to_size)(cls);
+    unsigned own_lines = obj_size >= 4 * SM_CACHELINE ? 1u : (unsigned)((4 * SM_CACHELINE + obj_size - 1) / obj_size);
+    unsigned step = l->limit + 1u > own_lines ? l->limit + 1u : own_lines;
+    SM_FN(grow)(cache, cls, l->limit < batch ? (step < batch ? step : batch) : l->limit + batch);
+    if (SM_RECLAIM_FN(scan_due)(&cache->refills, SM_FN(idle_scan_refills)))
+        SM_FN(scan)(cache); /* first: what it frees may make room for this refill */
+    unsigned want = l->limit < batch ? l->limit : batch;
+    void *out[SM_FN(batch_max)];
+    sm_mctx_t r = sm_mctx_alloc(size, SM_MIN_ALIGN, 0);
+    r.cpu = c->cpu;
+    unsigned got = SM_NEXT_FN(alloc_batch)(&r, out, want ? want : 1);
+    c->cpu = r.cpu; /* what the next layer learned, for the rest of the request */
+    if (!got)
+        return NULL;
+    /* out[0] goes to the caller; out[1..] become the list, in the order the next layer gave them. */
+    void *head = NULL;
+    for (unsigned i = got; i-- > 1;) {
+        *(void **)out[i] = head;
+        head = out[i];
+    }
+    l->head = head; /* the list was empty: that is why we are here */
+    l->count = got - 1;
+    if (SM_OPT_DOUBLE_FREE_CHECK)
+        ((uintptr_t *)out[0])[1] = 0; /* a stale tag would make its free look like a double free */
+    SM_FN(event)(cache);
+    return out[0];
+}
+
+/* An aligned request that missed its list (see aligned_class): refill that class's list and return
+ * its first object, or NULL to send the request to the next layer. */
+SM_SLOWPATH void *SM_FN(refill_aligned)(size_t size, size_t align, sm_mctx_t *c)
+{
+    struct SM_FN(cache) *cache = SM_FN(cache_get)(); /* builds the tables on a thread's first call */
+    if (!cache)
+        return NULL;
+    unsigned cls = SM_FN(aligned_class)(size, align);
+    if (!cls)
+        return NULL;
+    struct SM_FN(list) *l = &cache->list[cls];
+    if (l->head) /* the hit path ran before the tables existed, or found the head misaligned */
+        return SM_FN(aligned_hit)(size, align);
+    void *p = SM_FN(refill)(SM_FN(obj).class_bytes[cls], c);
+    if (p && ((uintptr_t)p & (align - 1))) {
+        /* The next layer does not align this class's objects naturally: keep the object for
+         * plain requests and pass this one down. */
+        if (l->count < l->limit) {
+            SM_FN(list_push)(cache, l, p);
+        } else {
+            SM_FN(give_blocks)(&p, 1);
+        }
+        return NULL;
+    }
+    return p;
+}
+
+/* Is p on list l? For a tagged block: a double free, or a block that left the cache since. */
+SM_SLOWPATH bool SM_FN(on_list)(const struct SM_FN(list) *l, const void *p)
+{
+    const void *q = l->head;
+    for (uint32_t i = 0; q && i < l->count; i++, q = *(void *const *)q)
+        if (q == p)
+            return true;
+    return false;
+}
+
+/* A free that missed its list (full, or the cache missing, or p tagged, or p of no cached class).
+ * True if p was taken care of; false sends it to the next layer. */
+SM_SLOWPATH bool SM_FN(overflow)(sm_mctx_t *c)
+{
+    void *p = c->ptr;
+    size_t size = c->size;
+    unsigned flags = c->flags;
+    struct SM_FN(cache) *cache = SM_FN(cache_get)();
+    if (!cache)
+        return false;
+    unsigned cls = SM_FN(free_class)(p, size, flags); /* again: the hit path may have read an unbuilt table */
+    if (cls >= SM_FN(class_count) || !SM_FN(obj).class_bytes[cls])
+        return false;
+    struct SM_FN(list) *l = &cache->list[cls];
+    if (SM_OPT_DOUBLE_FREE_CHECK && ((uintptr_t *)p)[1] == SM_FN(tag_of)(cache)) {
+        if (SM_FN(on_list)(l, p)) {
+            SM_ERR_FN(raise)(SM_ERR_DOUBLE_FREE, SM_LAYER_NAME, p, "object is already in the thread cache; ignored");
+            return true;
+        }
+        return false; /* not here (any more): let the layers below validate it */
+    }
+    unsigned batch = SM_FN(batch_of)(cls);
+    if (l->limit < batch)
+        SM_FN(grow)(cache, cls, l->limit + 1u); /* slow start on the freeing side too */
+    if (l->count >= l->limit && l->count) {
+        struct SM_FN(sink) sink;
+        sink.n = 0;
+        SM_FN(drain)(l, l->count < batch ? l->count : batch, &sink);
+        SM_FN(give_blocks)(sink.blocks, sink.n);
+        if (SM_RECLAIM_FN(low_water) && l->low > l->count)
+            l->low = (uint16_t)l->count;
+    }
+    if (!SM_NEXT_FN(block_local)(p, c)) {
+        /* Another CPU's slab: kept here, p would be this thread's next object of its class while
+         * its neighbours are in use on that CPU (passive false sharing). Asked only here, after a
+         * full list made room (else every free of the class would come here while it is full):
+         * hit-path frees of remote blocks are still cached. */
+        SM_FN(event)(cache);
+        return false;
+    }
+    bool cached = l->count < l->limit;
+    if (cached) {
+        SM_FN(list_push)(cache, l, p);
+    }
+    SM_FN(event)(cache);
+    return cached;
+}
+
+#endif /* SM_THREAD_CACHE_PARTS */

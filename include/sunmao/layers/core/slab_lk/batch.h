@@ -1,0 +1,186 @@
+/* slab_lk/batch.h: the capabilities slab_lk offers a thread cache above it (core/capability.h).
+ * BATCH: alloc_batch takes up to n objects of one class under one acquisition of the class lock,
+ * a bitmap word at a time; free_batch frees runs of blocks of one class (and one shard) under one
+ * acquisition each, with every block resolved to (slab, index) and validated before the lock is
+ * taken, so the lock covers the bitmap updates alone: it is what the threads of a burst-heavy
+ * program wait on. Both validate as alloc and free do; blocks that are not this layer's go to the
+ * next layer's free one by one. OWNER: block_slot, the class of an object as the offset of its
+ * 16-byte table entry, from one owner-map lookup and the geometry check (the free hit path of a
+ * thread cache waits on it); block_local, whether a block belongs to the calling CPU's shard.
+ * A part of slab_lk.h (included after alloc and free); defines L_alloc_batch, L_free_batch,
+ * L_block_slot, L_block_class, L_block_local. Included alone, as tools/check-headers.sh does, it
+ * instantiates the whole layer.
+ * @check: SM_LAYER=t <sunmao/policies/sync/spinlock.h> SM_SYNC=spinlock <sunmao/policies/sizeclass/tc.h> SM_SIZECLASS=tc <sunmao/policies/err/warn.h> SM_ERR=warn
+ * @check-next: fake */
+#ifndef SM_SLAB_LK_PARTS
+#include "../slab_lk.h"
+#else
+
+/* Up to n objects of the class of c->size (c->align <= 16) under one acquisition of the class lock,
+ * walking the partial slabs and taking new slabs as needed. Objects come out in the order a slab
+ * hands them out (ascending addresses within a slab). Returns how many were stored in out: fewer
+ * than n when the next layer ran out of memory, 0 with errno = ENOMEM when none could be had, and 0
+ * with errno = EINVAL for a request this layer does not serve as a class (size outside size_handle
+ * or align > 16): the caller then sends it through alloc. */
+SM_INLINE unsigned SM_FN(alloc_batch)(sm_mctx_t *c, void **out, unsigned n)
+{
+    if (sm_unlikely(!SM_FN(handles_size)(c->size) || c->align > SM_MIN_ALIGN)) {
+        errno = EINVAL;
+        return 0;
+    }
+    unsigned cls = SM_SIZECLASS_FN(size_to_class)(c->size), got = 0;
+    struct SM_FN(class) *k = SM_FN(class_here)(cls, c);
+    SM_SYNC_FN(lock)(&k->lock);
+    while (got < n) {
+        struct SM_FN(slab) *s = k->partial;
+        if (!s && !(s = SM_FN(refill)(k, cls)))
+            break;
+        /* take_locked's work, a bitmap word at a time: the bits taken from one word are cleared
+         * with one store and counted once, so the class lock is held for about a ctz and an
+         * address per object. */
+        if (sm_unlikely(s == SM_FN(kept)(k)))
+            SM_FN(unkeep)(k);
+        uint32_t nfree = s->nfree;
+        size_t size = s->size;
+        do {
+            unsigned w = (unsigned)__builtin_ctzll(s->nonempty_words);
+            uint64_t bits = s->free_bits[w];
+            char *base = s->objects + (size_t)w * 64 * size;
+            unsigned before = got;
+            do {
+                out[got++] = base + (size_t)__builtin_ctzll(bits) * size;
+                bits &= bits - 1;
+            } while (bits && got < n);
+            s->free_bits[w] = bits;
+            if (!bits)
+                s->nonempty_words &= ~((uint64_t)1 << w);
+            nfree -= got - before;
+        } while (nfree && got < n);
+        s->nfree = nfree;
+        if (!nfree) { /* full: off the list (it is the head) */
+            k->partial = s->next;
+            if (s->next)
+                s->next->prev = NULL;
+            SM_FN(count_partial)(k, -1);
+        }
+    }
+    SM_SYNC_FN(unlock)(&k->lock);
+    if (!got && n)
+        errno = ENOMEM;
+    return got;
+}
+
+enum {
+    SM_FN(batch_release_max) = 8, /* emptied slabs one lock section may set aside */
+    SM_FN(batch_run_max) = 64,    /* blocks one lock section frees */
+};
+
+/* Frees n blocks. A run of consecutive blocks of the same class (and slab home) is freed under one
+ * acquisition of the class lock; every block is validated as free() validates it (an interior
+ * pointer or a double free reaches the err policy after the lock is dropped, and is ignored).
+ * Blocks this layer does not own go to the next layer's free one by one. The order of `blocks` is
+ * kept. */
+SM_INLINE void SM_FN(free_batch)(void **blocks, unsigned n)
+{
+    unsigned i = 0;
+    while (i < n) {
+        void *p = blocks[i++];
+        uintptr_t w = SM_FN(lookup)(p);
+        if (!w) {
+            sm_mctx_t r = sm_mctx_block(p, 0, 0);
+            SM_NEXT_FN(free)(&r);
+            continue;
+        }
+        unsigned cls = SM_FN(word_cls)(w);
+        const struct SM_FN(geo) *g = &SM_FN(geometry)[cls];
+        size_t idx = SM_FN(object_index)(g, w, p);
+        if (sm_unlikely(idx >= g->nobjs)) {
+            SM_FN(report)(SM_ERR_INVALID_FREE, p, "pointer into a slab is not the start of an object; ignored");
+            continue;
+        }
+        /* The run: this block and the valid blocks of the same class that follow it; anything
+         * else is left to the outer loop, which passes it on or reports it. */
+        unsigned first = i - 1, m = 0;
+        struct SM_FN(slab) *run_slab[SM_FN(batch_run_max)];
+        uint16_t run_idx[SM_FN(batch_run_max)];
+        run_slab[m] = SM_FN(word_slab)(w, g);
+        run_idx[m++] = (uint16_t)idx;
+        struct SM_FN(class) *k = __atomic_load_n(&run_slab[0]->home, __ATOMIC_RELAXED);
+        while (i < n && m < SM_FN(batch_run_max)) {
+            p = blocks[i];
+            w = SM_FN(lookup)(p);
+            if (!w || SM_FN(word_cls)(w) != cls || (idx = SM_FN(object_index)(g, w, p)) >= g->nobjs)
+                break;
+            run_slab[m] = SM_FN(word_slab)(w, g);
+            if (SM_FN(shards) > 1 && __atomic_load_n(&run_slab[m]->home, __ATOMIC_RELAXED) != k)
+                break;
+            run_idx[m++] = (uint16_t)idx;
+            i++;
+        }
+        struct SM_FN(slab) *release[SM_FN(batch_release_max)];
+        unsigned nrelease = 0, j = 0;
+        void *double_freed = NULL;
+        bool evict = false;
+        SM_SYNC_FN(lock)(&k->lock);
+        for (; j < m; j++) {
+            struct SM_FN(slab) *emptied = NULL;
+            if (SM_FN(shards) > 1 && sm_unlikely(__atomic_load_n(&run_slab[j]->home, __ATOMIC_RELAXED) != k))
+                break; /* stolen since the run was built: this block and the rest go round again */
+            if (sm_unlikely(!SM_FN(put_locked)(k, run_slab[j], run_idx[j], &emptied, &evict))) {
+                double_freed = blocks[first + j]; /* reported once unlocked; the run ends here */
+                j++;
+                break;
+            }
+            if (emptied) {
+                release[nrelease++] = emptied;
+                if (nrelease == SM_FN(batch_release_max)) {
+                    j++;
+                    break; /* out of room: release these, then start a new run */
+                }
+            }
+        }
+        SM_SYNC_FN(unlock)(&k->lock);
+        i = first + j; /* blocks of the run not freed yet go round again */
+        if (double_freed)
+            SM_FN(report)(SM_ERR_DOUBLE_FREE, double_freed, "object is already free; ignored");
+        for (unsigned r = 0; r < nrelease; r++)
+            SM_FN(slab_release)(release[r]);
+        if (sm_unlikely(evict))
+            SM_FN(evict)();
+    }
+}
+
+/* A thread cache's unsized free: which list p goes on, as the class's slot, 16 x the class: the byte
+ * offset of the class's entry in a table of 16-byte entries (the geometry here, a thread cache's
+ * lists), so neither side multiplies. One owner-map lookup and the geometry check, nothing else (no
+ * size, no descriptor): the free's chain from the pointer to its list's address is the map's load
+ * and one zero-extension. 16 x class_count means "not one of my objects": not owned, or not an
+ * object start. */
+SM_HOT unsigned SM_FN(block_slot)(const void *p)
+{
+    uintptr_t w = SM_FN(lookup)(p);
+    unsigned slot = SM_FN(word_slot)(w);
+    const struct SM_FN(geo) *g = (const struct SM_FN(geo) *)((const char *)SM_FN(geometry) + slot);
+    _Static_assert(sizeof(struct SM_FN(geo)) == 16, "slab_lk: a slot is the offset of a 16-byte geometry entry");
+    if (sm_likely(w != 0) && sm_likely(SM_FN(object_index)(g, w, p) < g->nobjs))
+        return slot;
+    return SM_FN(class_count) << 4;
+}
+
+/* The class of the object starting at p, or class_count (block_slot's answer, as a class). */
+SM_INLINE unsigned SM_FN(block_class)(const void *p) { return SM_FN(block_slot)(p) >> 4; }
+
+/* False for a block of a slab under another CPU's shard than c's (slab_lk/shards.h): a slow path's
+ * question (the CPU, and a descriptor load). */
+SM_INLINE bool SM_FN(block_local)(const void *p, sm_mctx_t *c)
+{
+    if (SM_FN(shards) == 1)
+        return true;
+    uintptr_t w = SM_FN(lookup)(p);
+    if (!w)
+        return true; /* not a slab's: nothing to say */
+    const struct SM_FN(slab) *s = SM_FN(word_slab)(w, &SM_FN(geometry)[SM_FN(word_cls)(w)]);
+    return SM_FN(home_is_here)(__atomic_load_n(&s->home, __ATOMIC_RELAXED), c);
+}
+
+#endif /* SM_SLAB_LK_PARTS */

@@ -1,0 +1,74 @@
+/* slab_lk/map.h: the owner map, which slab (if any) owns an address. A two-level page map
+ * (core/pagemap.h) whose granule is SM_OPT_SLAB_SIZE maps every granule of a live slab to one word:
+ * the address of the slab's first object shifted up by 16 bits, and 16 x the slab's class in the
+ * low 16 (the class's slot: the byte offset of its 16-byte entry in the geometry table and in a
+ * thread cache's lists). So a free, getmeta or block_slot needs no descriptor: from the word comes
+ * the class, from the class the geometry (slab_lk/geometry.h), from both the object index and the
+ * descriptor's address (the first object less the class's offset and the slab's colour, rounded
+ * down to the slab size). Lookups go through the map's window, one load where the address is inside
+ * it; updates take the map lock; leaves come from the next layer (SM_PAGEMAP_NODE_ALLOC) and are
+ * never returned. A part of slab_lk.h; defines L_map_window, L_lookup, the word's decoders
+ * L_word_slot, L_word_cls, L_word_first, L_word_slab, L_object_index, and L_make_word, L_map_slab.
+ * Included alone, as tools/check-headers.sh does, it instantiates the whole layer.
+ * @check: SM_LAYER=t <sunmao/policies/sync/spinlock.h> SM_SYNC=spinlock <sunmao/policies/sizeclass/tc.h> SM_SIZECLASS=tc <sunmao/policies/err/warn.h> SM_ERR=warn
+ * @check-next: fake */
+#ifndef SM_SLAB_LK_PARTS
+#include "../slab_lk.h"
+#else
+
+_Static_assert(SM_SIZECLASS_FN(count) < 4096, "slab_lk: 16 x the class must fit the page-map word's 16 bits");
+_Static_assert(sizeof(uintptr_t) == 8 && SM_PAGEMAP_ADDR_BITS == 48, "slab_lk: the page-map word needs 64-bit words");
+
+/* The map's first leaf, for lookup (core/pagemap.h). Not in obj: its initial value is not
+ * zero, and obj (36 KiB with the map's root) would leave .bss for .data, whose pages the kernel
+ * maps in 64 KiB at a time once one is read: 36 KiB of RSS in every process instead of the
+ * few pages in use. */
+static sm_pagemap2_window_t SM_FN(map_window) = SM_PAGEMAP2_WINDOW_INIT;
+
+/* The word of p's granule: 0 if this layer does not own it, else first object | 16 x class. One
+ * load through the map's window where p is inside it (core/pagemap.h). An address at 2^48 or above
+ * may find the word of its low 48 bits: every caller checks p against the word (object_index),
+ * which no such address passes. */
+SM_HOT uintptr_t SM_FN(lookup)(const void *p)
+{
+    return sm_pagemap2_get_windowed(SM_FN(obj).map, &SM_FN(map_window), SM_FN(map_shift), p);
+}
+SM_HOT unsigned SM_FN(word_slot)(uintptr_t w) { return (unsigned)(uint16_t)w; }
+SM_INLINE unsigned SM_FN(word_cls)(uintptr_t w) { return SM_FN(word_slot)(w) >> 4; }
+SM_INLINE uintptr_t SM_FN(word_first)(uintptr_t w) { return w >> 16; }
+/* The descriptor: the first object's address less the class's offset and the slab's colour, which
+ * is less than a slab, whose start is aligned to its size. */
+SM_INLINE struct SM_FN(slab) *SM_FN(word_slab)(uintptr_t w, const struct SM_FN(geo) *g)
+{
+    return (struct SM_FN(slab) *)((SM_FN(word_first)(w) - g->offset) & ~(((uintptr_t)1 << g->slab_shift) - 1));
+}
+/* The index of the object starting at p in the slab of word w: below g->nobjs exactly when p is an
+ * object start (slab_lk/geometry.h). */
+SM_HOT size_t SM_FN(object_index)(const struct SM_FN(geo) *g, uintptr_t w, const void *p)
+{
+    return SM_FN(object_index_from)(g, SM_FN(word_first)(w), p);
+}
+SM_INLINE uintptr_t SM_FN(make_word)(const struct SM_FN(slab) *s, unsigned cls)
+{
+    return (uintptr_t)s->objects << 16 | cls << 4;
+}
+
+/* Leaves: 8 MiB, zero-filled, from the next layer (which passes them on to the OS, so only the
+ * pages in use become resident), kept forever; counted in obj.map_nodes. */
+SM_PAGEMAP_NODE_ALLOC(4096, SM_FN(obj).map_nodes)
+
+/* Maps every granule of the slab at base to `word` (first object << 16 | 16 x class), or unmaps it
+ * with 0. False if a leaf could not be had. */
+SM_INLINE bool SM_FN(map_slab)(uintptr_t word, void *base, size_t bytes)
+{
+    SM_SYNC_FN(lock)(&SM_FN(obj).map_lock);
+    bool ok = sm_pagemap2_set(SM_FN(obj).map, SM_FN(map_shift), base, bytes, word, SM_FN(map_node_alloc));
+    if (ok && word)
+        sm_pagemap2_window_note(&SM_FN(map_window), SM_FN(obj).map, SM_FN(map_shift), base);
+    if (!ok) /* undo the granules already set: the slab is about to go back */
+        sm_pagemap2_set(SM_FN(obj).map, SM_FN(map_shift), base, bytes, 0, SM_FN(map_node_alloc));
+    SM_SYNC_FN(unlock)(&SM_FN(obj).map_lock);
+    return ok;
+}
+
+#endif /* SM_SLAB_LK_PARTS */

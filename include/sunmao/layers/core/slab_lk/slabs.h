@@ -1,0 +1,116 @@
+/* slab_lk/slabs.h: slabs from the next layer and back. A new slab is one request to the next layer,
+ * aligned to the class's slab size (refused, and reported, if it comes back misaligned); it is
+ * carved in place: the descriptor at its start, the bitmap all free, the objects from the class's
+ * offset plus the slab's colour (slab_lk/geometry.h); the owner map publishes it last
+ * (slab_lk/map.h). A slab goes back, with no lock held, once it is empty and the retain policy
+ * (SM_RETAIN) does not keep it, or when the policy lets one more kept slab exceed
+ * SM_OPT_EMPTY_MAX: evict then gives back the one the policy ranks first, rechecked under its class
+ * lock. A class out of slabs steals one from another shard (slab_lk/shards.h) before it maps a new
+ * one. A part of slab_lk.h; defines L_first_slab_of_shard, L_slab_new, L_slab_release, L_refill,
+ * L_evict. Included alone, as tools/check-headers.sh does, it instantiates the whole layer.
+ * @check: SM_LAYER=t <sunmao/policies/sync/spinlock.h> SM_SYNC=spinlock <sunmao/policies/sizeclass/tc.h> SM_SIZECLASS=tc <sunmao/policies/err/warn.h> SM_ERR=warn
+ * @check-next: fake */
+#ifndef SM_SLAB_LK_PARTS
+#include "../slab_lk.h"
+#else
+
+/* The class's geometry is computed once, by the first slab of any shard, under the map lock (the
+ * class lock -> map lock order), so a shard's first slab writes nothing of another shard's. */
+SM_SLOWPATH void SM_FN(first_slab_of_shard)(struct SM_FN(class) *k, unsigned cls)
+{
+    SM_SYNC_FN(lock)(&SM_FN(obj).map_lock);
+    if (!SM_FN(geometry)[cls].nobjs)
+        SM_FN(compute_geometry)(cls);
+    k->slab_bytes = (uint32_t)1 << SM_FN(geometry)[cls].slab_shift;
+    SM_SYNC_FN(unlock)(&SM_FN(obj).map_lock);
+}
+
+/* Called with the class lock held, so the class's slabs come one at a time. */
+SM_SLOWPATH struct SM_FN(slab) *SM_FN(slab_new)(struct SM_FN(class) *k, unsigned cls)
+{
+    if (!k->slab_bytes)
+        SM_FN(first_slab_of_shard)(k, cls);
+    const struct SM_FN(geo) *g = &SM_FN(geometry)[cls];
+    sm_mctx_t r = sm_mctx_alloc(k->slab_bytes, k->slab_bytes, 0);
+    struct SM_FN(slab) *s = (struct SM_FN(slab) *)SM_NEXT_FN(alloc)(&r);
+    if (!s)
+        return NULL;
+    if (sm_ptr_aligned(s, k->slab_bytes)) {
+        /* The descriptor is complete before the map publishes it. */
+        s->prev = s->next = NULL;
+        s->objects = (char *)s + g->offset + SM_FN(slab_colour)(g, s);
+        s->home = k;
+        s->size = (uint32_t)SM_SIZECLASS_FN(class_to_size)(cls);
+        s->nobjs = s->nfree = g->nobjs;
+        s->bytes = k->slab_bytes;
+        unsigned full_words = g->nobjs / 64u, tail = g->nobjs % 64u, words = full_words + (tail != 0);
+        for (unsigned w = 0; w < full_words; w++)
+            s->free_bits[w] = ~(uint64_t)0;
+        if (tail)
+            s->free_bits[full_words] = ((uint64_t)1 << tail) - 1;
+        s->nonempty_words = words == 64 ? ~(uint64_t)0 : ((uint64_t)1 << words) - 1;
+        if (SM_FN(map_slab)(SM_FN(make_word)(s, cls), s, k->slab_bytes))
+            return s;
+    } else {
+        SM_FN(report)(SM_ERR_BAD_REQUEST, s, "the next layer returned a slab not aligned to its size");
+    }
+    sm_mctx_t back = sm_mctx_block(s, k->slab_bytes, SM_F_SIZED);
+    SM_NEXT_FN(free)(&back);
+    return NULL;
+}
+
+/* Called without any lock held. */
+SM_SLOWPATH void SM_FN(slab_release)(struct SM_FN(slab) *s)
+{
+    size_t bytes = s->bytes;
+    SM_FN(map_slab)(0, s, bytes); /* clearing allocates nothing, so it cannot fail */
+    sm_mctx_t r = sm_mctx_block(s, bytes, SM_F_SIZED);
+    SM_NEXT_FN(free)(&r);
+}
+
+/* Class k (of a shard) has no slab with a free object: take one from another shard, or get a new
+ * one. Class lock held. */
+SM_SLOWPATH struct SM_FN(slab) *SM_FN(refill)(struct SM_FN(class) *k, unsigned cls)
+{
+    struct SM_FN(slab) *s = SM_FN(shards) > 1 ? SM_FN(steal)(k, cls) : NULL;
+    if (!s && !(s = SM_FN(slab_new)(k, cls)))
+        return NULL;
+    s->prev = s->next = NULL;
+    k->partial = s;
+    SM_FN(count_partial)(k, 1);
+    return s;
+}
+
+/* More slabs are kept than SM_OPT_EMPTY_MAX: release the one the retain policy ranks first (for
+ * keep_last, the one kept longest). Called with no lock held. The victim is chosen from unlocked
+ * reads, then checked under its class lock: a slab that was allocated from or released meanwhile is
+ * left alone (the next eviction sees the new count). */
+SM_SLOWPATH void SM_FN(evict)(void)
+{
+    struct SM_FN(class) *victim = NULL;
+    uint64_t first = UINT64_MAX;
+    for (unsigned i = 0; i < SM_FN(shards) * SM_FN(class_count); i++) {
+        struct SM_FN(class) *k = &SM_FN(obj).cls[i];
+        uint64_t rank = SM_RETAIN_FN(evict_rank)(&k->retain);
+        if (rank < first) {
+            first = rank;
+            victim = k;
+        }
+    }
+    if (!victim)
+        return;
+    struct SM_FN(slab) *s;
+    SM_SYNC_FN(lock)(&victim->lock);
+    s = SM_FN(kept)(victim);
+    if (s && SM_RETAIN_FN(count)(&SM_FN(obj).retain) > (SM_OPT_EMPTY_MAX)) {
+        SM_FN(unkeep)(victim);
+        SM_FN(retire)(victim, s);
+    } else {
+        s = NULL;
+    }
+    SM_SYNC_FN(unlock)(&victim->lock);
+    if (s)
+        SM_FN(slab_release)(s);
+}
+
+#endif /* SM_SLAB_LK_PARTS */

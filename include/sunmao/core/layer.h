@@ -18,9 +18,19 @@
  *   void *L_alloc(sm_mctx_t *c)      serve c->size bytes aligned to c->align, or pass the request on
  *                                    to the next layer (outside the size_handle range, or on a miss);
  *                                    sets and returns c->ptr; NULL (errno = ENOMEM) when no memory.
- *   void  L_free(sm_mctx_t *c)       release c->ptr if this layer owns it, else pass it on.
- *   bool  L_getmeta(sm_mctx_t *c)    if a layer at or below this one owns c->ptr, fill c->usable and
- *                                    c->owner and return true; false means "nobody owns it".
+ *   void  L_free(sm_mctx_t *c)       release c->ptr if this layer owns it, else pass it on. A bad
+ *                                    free (interior pointer, double free) goes to the err policy
+ *                                    once, then is ignored. Its kind is SM_ERR_DOUBLE_FREE where
+ *                                    the layer can tell; a layer that merges freed blocks (brk_heap)
+ *                                    or keeps no record of them (mmap_heap's direct mappings) may
+ *                                    report a second free as SM_ERR_INVALID_FREE.
+ *   bool  L_getmeta(sm_mctx_t *c)    if c->ptr is a live block of a layer at or below this one,
+ *                                    fill c->usable and c->owner and return true; false means
+ *                                    "no live block starts here". Asked of a block that is free,
+ *                                    a layer may answer either way (slab_lk and a thread cache
+ *                                    above it cannot tell a cached object from a live one without
+ *                                    a cost on every call; tlsf_glk, buddy_glk and the OS layers
+ *                                    say false): only a bad program asks.
  *   bool  L_resize(sm_mctx_t *c, size_t n)  grow or shrink c->ptr in place to >= n usable bytes;
  *                                    false leaves the block untouched (the socket then moves it).
  *   bool  L_purge(sm_mctx_t *c)      drop the pages of a range of a block the caller holds, keep

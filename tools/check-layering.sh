@@ -3,8 +3,11 @@
 #   include/sunmao/core/**            core/
 #   include/sunmao/platform/**        core/, platform/ (and any system header: the only such place)
 #   include/sunmao/policies/**        core/, policies/, platform/platform.h
-#   include/sunmao/os/**              core/, policies/, platform/platform.h (an OS layer never
-#                                     includes another)
+#   include/sunmao/os/*.h             core/, policies/, platform/platform.h (an OS layer never
+#                                     includes another), and its own parts: os/<layer>/
+#   include/sunmao/os/<layer>/**      (an OS layer's parts) core/, policies/, platform/platform.h and
+#                                     their layer's header, as for a layer's parts below; no other
+#                                     file includes an OS layer's part
 #   include/sunmao/layers/core/*.h    core/, policies/, platform/platform.h (a layer reaches other
 #   include/sunmao/layers/addon/*.h     layers only via SM_NEXT: never another layer, an OS layer or
 #                                       a socket), and its own parts: layers/<kind>/<layer>/
@@ -44,7 +47,12 @@ rule_for() {
         include/sunmao/core/*) echo "core/" ;;
         include/sunmao/platform/*) echo "core/ platform/" ;;
         include/sunmao/policies/*) echo "core/ policies/ platform/platform.h" ;;
-        include/sunmao/os/*) echo "core/ policies/ platform/platform.h" ;;
+        include/sunmao/os/*/*)   # a part of an OS layer
+            local own="${1#include/sunmao/}"
+            echo "core/ policies/ platform/platform.h ${own%/*}.h" ;;
+        include/sunmao/os/*)
+            local parts="${1#include/sunmao/}"
+            echo "core/ policies/ platform/platform.h ${parts%.h}/" ;;
         include/sunmao/layers/core/*/* | include/sunmao/layers/addon/*/*)   # a part of a layer
             local own="${1#include/sunmao/}"
             echo "core/ policies/ platform/platform.h ${own%/*}.h" ;;
@@ -102,9 +110,10 @@ for f in "${files[@]}"; do
         else
             continue
         fi
-        # A layer's part (include/sunmao/layers/<kind>/<layer>/*) is included by that layer (and the
-        # layer's other parts) only, whatever the includer's rule: instances compose layers, not parts.
-        if [[ "$res" =~ ^include/sunmao/(layers/[^/]+/[^/]+)/[^/]+$ ]]; then
+        # A layer's part (include/sunmao/layers/<kind>/<layer>/*, include/sunmao/os/<layer>/*) is
+        # included by that layer (and the layer's other parts) only, whatever the includer's rule:
+        # instances compose layers, not parts.
+        if [[ "$res" =~ ^include/sunmao/(layers/[^/]+/[^/]+|os/[^/]+)/[^/]+$ ]]; then
             owner="include/sunmao/${BASH_REMATCH[1]}"
             if [ "$f" != "$owner.h" ] && [[ "$f" != "$owner/"* ]]; then
                 why+=("includes ${res#include/sunmao/}, a part of ${owner#include/sunmao/}.h (only that layer includes it)")

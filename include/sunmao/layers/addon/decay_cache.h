@@ -1,16 +1,10 @@
 /* decay_cache: an add-on layer that keeps freed large blocks of the next layer mapped for reuse,
  * and gives their memory back over time (jemalloc's dirty/muzzy decay, done on the request path).
- *
- * Why: below a heap layer it sees region and chunk traffic (4 MiB) and huge user blocks. Passing
- * every free down unmaps the block and the next allocation of that size faults every page in again:
- * on a loop of 5-25 MiB blocks that is most of the run time. Kept blocks are reused dirty, without a
- * system call or a page fault, as glibc reuses its heap; blocks nobody asks for are purged, then
- * unmapped, so RSS and address space still follow the working set down.
+ * Why it is built this way, its defaults, with the measurements: docs/layers.md, section decay_cache.
  *
  * Parameters: SM_LAYER, SM_NEXT. Slots: sync (required: one lock over the cache; only large blocks
  * ever take it), err (required: double frees of cached blocks).
- * @check: <sunmao/policies/err/warn.h> SM_LAYER=m SM_ERR=warn <sunmao/os/mmap_heap.h> SM_LAYER=t SM_NEXT=m <sunmao/policies/sync/mutex.h> SM_SYNC=mutex SM_ERR=warn
- Idle blocks are purged with the next layer's L_purge (core/release.h; layers may not call the OS,
+ * Idle blocks are purged with the next layer's L_purge (core/release.h; layers may not call the OS,
  * so the purge is asked of the layer that owns the mapping); L_release purges and returns what is
  * due (SM_RELEASE_DECAYED) or hands every cached block back (SM_RELEASE_ALL, malloc_trim).
  * Options:
@@ -33,32 +27,22 @@
  *   SM_OPT_MAX_BYTES    at most this many bytes cached, dirty or purged (default 256 MiB)
  * Properties: thread_safe when the sync policy and the next layer are (the next layer is called
  * outside the lock); min_align of the next layer (every cached block came from it); zeroed 0 (dirty
- * blocks are reused as they are; purged ones come back with SM_F_FRESH).
+ * blocks are reused as they are; purged ones come back with SM_F_FRESH). Capabilities: offers none;
+ * needs MAPPING of the next layer (remap, split) with SM_OPT_GROW 1. Also L_flush, L_is_cached.
  *
- * Defaults. Decay 1 s: a purged block costs, when reused, one page fault per page (~0.25 ms per MiB
- * here); purging only what has been idle for a second bounds that cost to one refault per block per
- * second, under 1% of run time even for a program cycling through huge blocks, while RSS still
- * drops within 1 s of the working set shrinking, and address space within 2 s. jemalloc's 10 s
- * keeps more memory resident for longer than monitoring tolerates; tcmalloc's 1 MiB/s release is
- * too slow for huge blocks (a 1 GiB drop takes a quarter of an hour). Bounds 64 blocks / 256 MiB:
- * enough to hold several blocks of a 5-25 MiB working set (the malloc-large pattern), a hard cap on
- * the dirty memory held for at most one decay period, and 64 mappings (vm.max_map_count is 65530).
- * Measured on the malloc-large loop (tests/unit/decay_cache.c, 2000 iterations): a cache of 128 MiB
- * still takes 1.5-3x glibc's page faults, 256 MiB fewer than glibc; waste 25% takes 2.6x the faults
- * of waste 100% (fewer blocks fit a request, and shrinking leaves the cache with small blocks).
- * Blocks are separate mappings that cannot coalesce, so the cache needs more blocks than glibc's heap
- * needs bytes; an mmap_heap that could split and merge adjacent blocks would close that gap.
- *
- * The cache is a fixed array of slots in the instance's static object (no allocation): scanning
- * 64 slots under the lock is a few hundred nanoseconds, negligible next to the megabytes of a large
- * block, and it gives best fit, double-free detection and oldest-first eviction without an index.
- Each free that reaches this layer and each large allocation reads CLOCK_MONOTONIC_COARSE (vDSO,
- * no system call) and compares it with the earliest deadline in the cache (one load); only when a
- * deadline has passed is the cache scanned. Keeping a block notes it (sm_release_note), so a
- * composition with a release clock (the socket's background thread) purges and returns it on time
- * even when the program stops calling the allocator, or calls it only for small blocks.
- * System calls (purge, unmap, map) are never made under the lock: a block being purged stays in its
- * slot marked busy, so it is neither handed out nor freed twice meanwhile. */
+ * Invariants:
+ * - The cache is a fixed array of SM_OPT_MAX_BLOCKS slots in the instance's static object (no
+ *   allocation); a slot is empty, dirty (as the user left it), purged, or busy (being purged outside
+ *   the lock: neither handed out nor freed twice meanwhile); blocks and bytes count them all.
+ * - A block idle DECAY_MS is purged, idle 2 x DECAY_MS it goes back to the next layer. Each free that
+ *   reaches this layer and each large allocation compares CLOCK_MONOTONIC_COARSE (vDSO) with
+ *   next_deadline (one load); only when it has passed is the cache scanned. Keeping a block notes it
+ *   (sm_release_note), so a release clock purges and returns it even when the program stops calling.
+ * Lock order: cache lock -> next layer's locks in the fork hooks only; elsewhere the next layer
+ * (purge, unmap, map) is called outside it. Request-path sections run under atomic_exec.
+ * Parts, in layers/addon/decay_cache/ and included below (by this template only): chores.h
+ * (eviction, collect, do_chores, decay: the work found under the lock and done after it).
+ * @check: <sunmao/policies/err/warn.h> SM_LAYER=m SM_ERR=warn <sunmao/os/mmap_heap.h> SM_LAYER=t SM_NEXT=m <sunmao/policies/sync/mutex.h> SM_SYNC=mutex SM_ERR=warn */
 #include "../../core/bits.h"
 #include "../../core/errors.h"
 #include "../../core/layer.h"
@@ -139,112 +123,9 @@ SM_INLINE int SM_FN(create)(void) { return SM_NEXT_FN(create)(); }
 /* The block count is also read without the lock, as a hint that the cache is empty. */
 SM_INLINE void SM_FN(set_blocks_locked)(size_t n) { __atomic_store_n(&SM_FN(obj).blocks, n, __ATOMIC_RELAXED); }
 
-/* Work found under the lock and done after it is released. */
-struct SM_FN(chores) {
-    unsigned purge_count, return_count;
-    struct SM_FN(slot) *purge[SM_OPT_MAX_BLOCKS];
-    struct { char *ptr; size_t size; } give_back[SM_OPT_MAX_BLOCKS + 1];
-};
-
-/* Empty a slot whose block goes back to the next layer. Caller holds the lock. */
-SM_INLINE void SM_FN(evict_locked)(struct SM_FN(slot) *s, struct SM_FN(chores) *w)
-{
-    w->give_back[w->return_count].ptr = s->ptr;
-    w->give_back[w->return_count].size = s->size;
-    w->return_count++;
-    SM_FN(set_blocks_locked)(SM_FN(obj).blocks - 1);
-    SM_FN(obj).bytes -= s->size;
-    s->ptr = NULL, s->size = 0, s->state = SM_FN(s_empty);
-}
-
-/* Mark what is due at `now` and recompute the next deadline. Caller holds the lock. */
-static void SM_FN(collect_due_locked)(uint64_t now, struct SM_FN(chores) *w)
-{
-    const uint64_t decay = SM_OPT_DECAY_MS;
-    uint64_t next = UINT64_MAX;
-    for (unsigned i = 0; i < SM_OPT_MAX_BLOCKS; i++) {
-        struct SM_FN(slot) *s = &SM_FN(obj).slots[i];
-        if (s->state != SM_FN(s_dirty) && s->state != SM_FN(s_purged))
-            continue; /* empty, or busy: its purger records its deadline when it is done */
-        uint64_t due = s->since_ms + 2 * decay;
-        if (due <= now) { /* idle twice the decay (or a purge failed): back to the next layer */
-            SM_FN(evict_locked)(s, w);
-            continue;
-        }
-        if (s->state == SM_FN(s_dirty)) {
-            if (s->since_ms + decay <= now) {
-                s->state = SM_FN(s_busy);
-                w->purge[w->purge_count++] = s;
-            } else {
-                due = s->since_ms + decay;
-            }
-        }
-        if (due < next)
-            next = due;
-    }
-    /* Batch: wake at most every 1/16 of the decay, so a stream of frees does not scan each time. */
-    if (next != UINT64_MAX && next < now + decay / 16)
-        next = now + decay / 16;
-    __atomic_store_n(&SM_FN(obj).next_deadline, next, __ATOMIC_RELAXED);
-}
-
-/* Return blocks to the next layer (unmapped there). The only free call site besides L_free. */
-SM_SLOWPATH void SM_FN(give_back)(char *p, size_t size)
-{
-    sm_mctx_t c = sm_mctx_block(p, size, SM_F_SIZED);
-    SM_NEXT_FN(free)(&c);
-}
-
-/* Do what collect_due_locked and eviction found, without the lock. Returns the bytes returned to
- * the next layer or purged. */
-SM_SLOWPATH size_t SM_FN(do_chores)(struct SM_FN(chores) *w)
-{
-    size_t bytes = 0;
-    for (unsigned i = 0; i < w->return_count; i++) {
-        SM_FN(give_back)(w->give_back[i].ptr, w->give_back[i].size);
-        bytes += w->give_back[i].size;
-    }
-    const unsigned n = w->purge_count; /* one load: the loops below pair up, as the compiler can see */
-    if (!n)
-        return bytes;
-    bool purged[SM_OPT_MAX_BLOCKS];
-    for (unsigned i = 0; i < n; i++) {
-        /* Busy slots keep ptr and size: only their purger changes them. */
-        sm_mctx_t c = sm_mctx_block(w->purge[i]->ptr, w->purge[i]->size, SM_OPT_PURGE_LAZY ? 0 : SM_F_ZERO);
-        purged[i] = SM_NEXT_FN(purge)(&c);
-        bytes += purged[i] ? w->purge[i]->size : 0;
-    }
-    SM_SYNC_FN(lock)(&SM_FN(obj).lock);
-    for (unsigned i = 0; i < n; i++)
-        /* A block that could not be purged stays dirty; it is returned at 2x decay like the rest. */
-        w->purge[i]->state = purged[i] ? SM_FN(s_purged) : SM_FN(s_dirty);
-    /* Purged or not, they go back to the next layer at 2x decay; a failed purge is not retried. */
-    uint64_t next = __atomic_load_n(&SM_FN(obj).next_deadline, __ATOMIC_RELAXED);
-    for (unsigned i = 0; i < n; i++) {
-        uint64_t due = w->purge[i]->since_ms + 2 * (uint64_t)SM_OPT_DECAY_MS;
-        if (due < next)
-            next = due;
-    }
-    __atomic_store_n(&SM_FN(obj).next_deadline, next, __ATOMIC_RELAXED);
-    SM_SYNC_FN(unlock)(&SM_FN(obj).lock);
-    return bytes;
-}
-
-/* Cheap check on the slow paths: one load, and the vDSO clock when something is cached. */
-SM_INLINE bool SM_FN(due)(uint64_t now)
-{
-    return now >= __atomic_load_n(&SM_FN(obj).next_deadline, __ATOMIC_RELAXED);
-}
-
-SM_SLOWPATH size_t SM_FN(decay)(uint64_t now)
-{
-    struct SM_FN(chores) w;
-    w.purge_count = w.return_count = 0;
-    SM_SYNC_FN(lock)(&SM_FN(obj).lock);
-    SM_FN(collect_due_locked)(now, &w);
-    SM_SYNC_FN(unlock)(&SM_FN(obj).lock);
-    return SM_FN(do_chores)(&w);
-}
+#define SM_DECAY_CACHE_PARTS 1
+#include "decay_cache/chores.h"
+#undef SM_DECAY_CACHE_PARTS
 
 SM_SLOWPATH bool SM_FN(keep)(sm_mctx_t *c, size_t size);
 

@@ -33,14 +33,13 @@
  * caches and purges freed memory on a timer (decay_cache), where a spare here would only hold
  * dirty pages the decay cannot see.
  *
- * Giving memory back (L_release). A free block of PURGE_MIN or more is stamped by the first release
- * pass that sees it (frees read no clock; they note the release clock) and, one decay later, taken
- * off its list under the lock (BUSY: neither free nor allocated, so a bad free of it is still
- * reported and no neighbour merges with it), purged outside the lock, and freed back (merging with
- * neighbours freed meanwhile) marked purged, so later passes skip it until it is split, merged or
- * allocated. Links live in the descriptor, so a purged block's pages are all dropped and none is
- * touched again until it is allocated. A free whole chunk (the spare) goes back one decay after it
- * became free. */
+ * Giving memory back (L_release, buddy_glk/release.h): free blocks of PURGE_MIN or more are purged
+ * one decay after a release pass first saw them (BUSY while purged); the spare chunk goes back one
+ * decay after it became free.
+ * Parts, in layers/core/buddy_glk/ and included below (by this template only): chunks.h (chunks
+ * from and back to the next layer, the free lists), release.h (the release pass).
+ * @check: SM_LAYER=t <sunmao/policies/sync/mutex.h> SM_SYNC=mutex <sunmao/policies/err/warn.h> SM_ERR=warn
+ * @check-next: fake */
 #include <string.h>
 #include "../../core/bits.h"
 #include "../../core/errors.h"
@@ -142,93 +141,8 @@ static struct {
     uintptr_t *map[SM_PAGEMAP2_ROOT_LEN(SM_FN(max_order))];
 } SM_FN(obj) = { .lock = SM_SYNC_INIT };
 
-SM_INLINE struct SM_FN(chunk) *SM_FN(chunk_of)(const void *p)
-{
-    return (struct SM_FN(chunk) *)sm_pagemap2_get(SM_FN(obj).map, SM_FN(max_order), p);
-}
-
-/* Puts the block at offset off of chunk ch on the free list of its order; stamp: 0 (dirty) or
- * SM_BUDDY_PURGED. Caller holds the lock. */
-SM_INLINE void SM_FN(push)(unsigned order, struct SM_FN(chunk) *ch, size_t off, uint64_t stamp)
-{
-    struct SM_FN(link) *b = &ch->links[off >> SM_FN(min_order)], **head = &SM_FN(obj).free[order - SM_FN(min_order)];
-    b->block = ch->base + off;
-    b->stamp = stamp;
-    b->prev = NULL;
-    b->next = *head;
-    if (*head)
-        (*head)->prev = b;
-    *head = b;
-    SM_FN(obj).nonempty |= SM_BUDDY_BIT(order);
-}
-
-SM_INLINE void SM_FN(unlink)(unsigned order, struct SM_FN(chunk) *ch, size_t off)
-{
-    struct SM_FN(link) *b = &ch->links[off >> SM_FN(min_order)], **head = &SM_FN(obj).free[order - SM_FN(min_order)];
-    if (b->prev)
-        b->prev->next = b->next;
-    else
-        *head = b->next;
-    if (b->next)
-        b->next->prev = b->prev;
-    if (!*head)
-        SM_FN(obj).nonempty &= ~SM_BUDDY_BIT(order);
-}
-
-/* Page-map leaves: zero-filled, from the next layer, counted in map_nodes (core/pagemap.h). */
-SM_PAGEMAP_NODE_ALLOC(SM_CACHELINE, SM_FN(obj).map_nodes)
-
-/* Adds one entirely free chunk to the heap. Caller holds the lock: the next layer is called under it
- * so two threads that miss at once do not both take a chunk. */
-SM_SLOWPATH bool SM_FN(grow)(void)
-{
-    sm_mctx_t r = sm_mctx_alloc(SM_OPT_CHUNK_SIZE, SM_OPT_CHUNK_SIZE, 0);
-    char *base = (char *)SM_NEXT_FN(alloc)(&r);
-    if (!base)
-        return false;
-    sm_mctx_t d = sm_mctx_alloc(sizeof(struct SM_FN(chunk)), SM_MIN_ALIGN, 0);
-    struct SM_FN(chunk) *ch = (struct SM_FN(chunk) *)SM_NEXT_FN(alloc)(&d);
-    /* A misaligned chunk would break every buddy computation: refuse it rather than trust it. */
-    if (!ch || !sm_ptr_aligned(base, SM_OPT_CHUNK_SIZE) ||
-        !sm_pagemap2_set(SM_FN(obj).map, SM_FN(max_order), base, SM_OPT_CHUNK_SIZE, (uintptr_t)ch,
-                        SM_FN(map_node_alloc))) {
-        if (ch) {
-            sm_mctx_t f = sm_mctx_block(ch, sizeof *ch, SM_F_SIZED);
-            SM_NEXT_FN(free)(&f);
-        }
-        sm_mctx_t f = sm_mctx_block(base, SM_OPT_CHUNK_SIZE, SM_F_SIZED);
-        SM_NEXT_FN(free)(&f);
-        return false;
-    }
-    memset(ch->state, 0, sizeof ch->state);
-    ch->base = base;
-    ch->prev = NULL;
-    ch->next = SM_FN(obj).chunks;
-    if (ch->next)
-        ch->next->prev = ch;
-    SM_FN(obj).chunks = ch;
-    SM_FN(obj).chunk_count++;
-    ch->state[0] = (uint8_t)(SM_BUDDY_FREE | SM_FN(max_order));
-    SM_FN(push)(SM_FN(max_order), ch, 0, SM_BUDDY_PURGED); /* fresh from the next layer */
-    return true;
-}
-
-/* Returns an entirely free chunk (not on any free list) and its descriptor. Caller holds the lock. */
-SM_SLOWPATH void SM_FN(release_chunk)(struct SM_FN(chunk) *ch)
-{
-    sm_pagemap2_set(SM_FN(obj).map, SM_FN(max_order), ch->base, SM_OPT_CHUNK_SIZE, 0, SM_FN(map_node_alloc));
-    if (ch->prev)
-        ch->prev->next = ch->next;
-    else
-        SM_FN(obj).chunks = ch->next;
-    if (ch->next)
-        ch->next->prev = ch->prev;
-    SM_FN(obj).chunk_count--;
-    sm_mctx_t f = sm_mctx_block(ch->base, SM_OPT_CHUNK_SIZE, SM_F_SIZED);
-    SM_NEXT_FN(free)(&f);
-    f = sm_mctx_block(ch, sizeof *ch, SM_F_SIZED);
-    SM_NEXT_FN(free)(&f);
-}
+#define SM_BUDDY_GLK_PARTS 1
+#include "buddy_glk/chunks.h"
 
 SM_INLINE int SM_FN(create)(void) { return SM_NEXT_FN(create)(); }
 
@@ -433,71 +347,8 @@ SM_INLINE bool SM_FN(resize)(sm_mctx_t *c, size_t n)
 
 SM_INLINE bool SM_FN(purge)(sm_mctx_t *c) { return SM_NEXT_FN(purge)(c); }
 
-/* One release pass (see "Giving memory back"): stamp what is new, hand back a spare chunk and take
- * the free blocks that are due, under the lock; purge the taken blocks without it; free them back. */
-SM_SLOWPATH SM_UNUSED void SM_FN(release)(sm_release_t *r)
-{
-    enum { max_taken = 64, max_visits = 4096 };
-    struct SM_FN(link) *taken[max_taken];
-    unsigned taken_order[max_taken], ntaken = 0, visits = 0;
-    const bool all = r->how == SM_RELEASE_ALL;
-    const uint64_t now = r->now_ms, decay = SM_OPT_DECAY_MS;
-    SM_SYNC_FN(lock)(&SM_FN(obj).lock);
-    /* Largest first: if the bounds stop the pass, the pages it leaves are the fewest. */
-    for (unsigned k = SM_FN(max_order) + 1; k-- > SM_FN(purge_order) && ntaken < max_taken && visits < max_visits;) {
-        struct SM_FN(link) *b = SM_FN(obj).free[k - SM_FN(min_order)], *next;
-        for (; b && ntaken < max_taken && visits < max_visits; b = next, visits++) {
-            next = b->next;
-            const bool whole = k == SM_FN(max_order); /* only a spare: others went back when freed */
-            if (whole && b->stamp == SM_BUDDY_PURGED)
-                b->stamp = 0; /* clean or not, a spare goes back one decay after a pass saw it */
-            if (b->stamp == SM_BUDDY_PURGED)
-                continue;
-            if (!all && (!b->stamp || b->stamp + decay > now)) {
-                if (!b->stamp)
-                    b->stamp = now ? now : 1;
-                sm_release_due(r, b->stamp + decay);
-                continue;
-            }
-            struct SM_FN(chunk) *ch = SM_FN(chunk_of)(b->block);
-            size_t off = (size_t)(b->block - ch->base);
-            SM_FN(unlink)(k, ch, off);
-            if (whole) {
-                ch->state[0] = 0;
-                SM_FN(release_chunk)(ch);
-                r->released += SM_OPT_CHUNK_SIZE;
-                continue;
-            }
-            ch->state[off >> SM_FN(min_order)] = (uint8_t)(SM_BUDDY_BUSY | k);
-            taken_order[ntaken] = k;
-            taken[ntaken++] = b;
-        }
-    }
-    SM_SYNC_FN(unlock)(&SM_FN(obj).lock);
-    if (ntaken == max_taken || visits == max_visits)
-        sm_release_due(r, now + 1); /* more to look at: the next pass comes at once */
-    bool purged[max_taken];
-    for (unsigned i = 0; i < ntaken; i++) {
-        /* Off its list and BUSY: no other thread touches this block or its link until it is back. */
-        sm_mctx_t c = sm_mctx_block(taken[i]->block, (size_t)1 << taken_order[i], SM_F_ZERO);
-        purged[i] = SM_NEXT_FN(purge)(&c);
-        r->released += purged[i] ? c.size : 0;
-    }
-    if (ntaken) {
-        SM_SYNC_FN(lock)(&SM_FN(obj).lock);
-        for (unsigned i = 0; i < ntaken; i++) {
-            struct SM_FN(chunk) *ch = SM_FN(chunk_of)(taken[i]->block);
-            size_t off = (size_t)(taken[i]->block - ch->base);
-            ch->state[off >> SM_FN(min_order)] = 0;
-            unsigned k = SM_FN(insert_free)(ch, off, taken_order[i], purged[i] ? SM_BUDDY_PURGED : 0);
-            size_t merged = off & ~(((size_t)1 << k) - 1); /* blocks are aligned to their size */
-            if (!all && k && ch->links[merged >> SM_FN(min_order)].stamp != SM_BUDDY_PURGED)
-                sm_release_due(r, now + decay); /* merged with dirty neighbours: stamped next pass */
-        }
-        SM_SYNC_FN(unlock)(&SM_FN(obj).lock);
-    }
-    SM_NEXT_FN(release)(r);
-}
+#include "buddy_glk/release.h"
+#undef SM_BUDDY_GLK_PARTS
 
 SM_INLINE void SM_FN(thread_exit)(void) { SM_NEXT_FN(thread_exit)(); }
 

@@ -175,20 +175,7 @@ static inline void cnt_free_batch(void **blocks, unsigned n)
 _Static_assert(tcache_thread_safe == 1 && tcache_min_align == 16 && tcache_zeroed == 0, "properties");
 
 /* ---- error policy recorder ---- */
-static unsigned long err_counts[SM_ERR_KIND_COUNT];
-static void on_error(sm_err_kind_t kind, const char *layer, const void *ptr, const char *detail)
-{
-    (void)layer, (void)ptr, (void)detail;
-    __atomic_add_fetch(&err_counts[kind], 1, __ATOMIC_RELAXED);
-}
-static unsigned long err_total(void)
-{
-    unsigned long n = 0;
-    for (int k = 0; k < SM_ERR_KIND_COUNT; k++)
-        n += __atomic_load_n(&err_counts[k], __ATOMIC_RELAXED);
-    return n;
-}
-static void err_reset(void) { memset(err_counts, 0, sizeof err_counts); }
+#include "tests/support/err_record.h"
 
 /* ---- the API as a socket would call it ---- */
 static void *t_malloc(size_t n)

@@ -38,20 +38,7 @@ _Static_assert(cache_caps == SM_CAP_HIT && fb_caps == (SM_CAP_BATCH | SM_CAP_OWN
 #define FB(field) FAKE_BATCH_GET(fb, field)
 
 /* ---- error policy recorder ---- */
-static unsigned long err_counts[SM_ERR_KIND_COUNT];
-static void on_error(sm_err_kind_t kind, const char *layer, const void *ptr, const char *detail)
-{
-    (void)layer, (void)ptr, (void)detail;
-    __atomic_add_fetch(&err_counts[kind], 1, __ATOMIC_RELAXED);
-}
-static unsigned long err_total(void)
-{
-    unsigned long n = 0;
-    for (int k = 0; k < SM_ERR_KIND_COUNT; k++)
-        n += __atomic_load_n(&err_counts[k], __ATOMIC_RELAXED);
-    return n;
-}
-static void err_reset(void) { memset(err_counts, 0, sizeof err_counts); }
+#include "tests/support/err_record.h"
 
 /* ---- the API as a socket would call it ---- */
 static void *t_malloc(size_t n)

@@ -1,0 +1,25 @@
+/* An err-policy callback for tests that counts what layers report, by kind (thread-safe): install
+ * it with sm_err_callback_set(on_error) (policies/err/callback.h), read err_counts[kind] and
+ * err_total(), clear with err_reset(). */
+#ifndef SUNMAO_TESTS_ERR_RECORD_H
+#define SUNMAO_TESTS_ERR_RECORD_H
+
+#include <string.h>
+#include <sunmao/core/errors.h>
+
+static unsigned long err_counts[SM_ERR_KIND_COUNT];
+static void on_error(sm_err_kind_t kind, const char *layer, const void *ptr, const char *detail)
+{
+    (void)layer, (void)ptr, (void)detail;
+    __atomic_add_fetch(&err_counts[kind], 1, __ATOMIC_RELAXED);
+}
+static unsigned long err_total(void)
+{
+    unsigned long n = 0;
+    for (int k = 0; k < SM_ERR_KIND_COUNT; k++)
+        n += __atomic_load_n(&err_counts[k], __ATOMIC_RELAXED);
+    return n;
+}
+static void err_reset(void) { memset(err_counts, 0, sizeof err_counts); }
+
+#endif

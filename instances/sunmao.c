@@ -4,7 +4,8 @@
  *   mmap_heap
  *   :: decay_cache(sync=mutex)                                  large blocks kept dirty, purged after 250 ms
  *   :: tlsf_glk(sync=spinlock, size_handle=[8 KiB+1, 2 MiB])    medium blocks, good fit, O(1)
- *   :: buddy_glk(sync=mutex, size_handle=[64 KiB, 64 KiB])      the slabs: 64 KiB aligned to 64 KiB
+ *   :: buddy_glk(sync=mutex, size_handle=[64 KiB, 64 KiB], layers' requests only)
+ *                                                                the slabs: 64 KiB aligned to 64 KiB
  *   :: slab_lk(sync=spinlock, sizeclass=tc, size_handle=[0, 8 KiB])  objects, one lock per class
  *                                                                and CPU shard, 2 empty slabs kept
  *   :: thread_cache(sizeclass=tc, size_handle=[0, 8 KiB])       no lock, no atomics, 1.5 MiB
@@ -60,6 +61,7 @@
 #define SM_ERR            warn
 #define SM_SIZE_MIN       (64u << 10)
 #define SM_SIZE_MAX       (64u << 10)
+#define SM_SIZE_USER      0 /* the slabs only: a program's 64 KiB block goes on to the TLSF heap */
 #define SM_OPT_MIN_BLOCK  (64u << 10)
 #define SM_OPT_CHUNK_SIZE (4u << 20)
 #define SM_OPT_KEEP_SPARE 0 /* decay_cache below keeps freed chunks and purges them on time */

@@ -56,6 +56,8 @@ static inline void cnt_thread_exit(void) { mm_thread_exit(); }
 static inline void cnt_fork_prepare(void) { mm_fork_prepare(); }
 static inline void cnt_fork_parent(void) { mm_fork_parent(); }
 static inline void cnt_fork_child(void) { mm_fork_child(); }
+static inline void *cnt_meta_alloc(sm_mctx_t *c) { return mm_meta_alloc(c); }
+static inline void cnt_meta_free(sm_mctx_t *c) { mm_meta_free(c); }
 
 /* The instance under test: short decay so the test waits milliseconds, small bounds to hit them. */
 #define SM_LAYER dc

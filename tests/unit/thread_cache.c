@@ -29,7 +29,7 @@
 /* ---- cnt: a pass-through layer that counts what crosses it (atomics: tests only) ---- */
 static struct {
     unsigned long alloc_batch_calls, alloc_batch_objs, free_batch_calls, free_batch_objs;
-    unsigned long allocs, frees, getmetas, block_classes, thread_exits;
+    unsigned long allocs, frees, getmetas, block_classes, thread_exits, meta_allocs, meta_frees;
     long outstanding;                     /* objects taken below and not given back */
     long outstanding_by_class[sm_sizeclass_tc_count];
 } cnt_obj;
@@ -70,6 +70,17 @@ static inline void cnt_free(sm_mctx_t *c)
     CNT_ADD(frees, 1);
     cnt_track(c->ptr, -1);
     sl_free(c);
+}
+/* cnt's metadata route is sl's (to fk, the bottom), counted */
+static inline void *cnt_meta_alloc(sm_mctx_t *c)
+{
+    CNT_ADD(meta_allocs, 1);
+    return sl_meta_alloc(c);
+}
+static inline void cnt_meta_free(sm_mctx_t *c)
+{
+    CNT_ADD(meta_frees, 1);
+    sl_meta_free(c);
 }
 static inline bool cnt_getmeta(sm_mctx_t *c)
 {
@@ -235,16 +246,18 @@ static void in_thread(void (*fn)(void))
 static void first_miss_then_hit_body(void)
 {
     CHECK(tcache_tls == (struct tcache_cache *)&tcache_empty_cache);
-    unsigned long calls = CNT_GET(alloc_batch_calls), allocs = CNT_GET(allocs);
+    unsigned long calls = CNT_GET(alloc_batch_calls), allocs = CNT_GET(allocs), metas = CNT_GET(meta_allocs);
     void *p = t_malloc(64);
     CHECK(p != NULL);
     CHECKF(CNT_GET(alloc_batch_calls) == calls + 1, "%lu batch calls on the first malloc",
            CNT_GET(alloc_batch_calls) - calls);
     CHECK(!tcache_is_static(tcache_tls));
-    /* the cache struct came from the next layer, a slab object: the allocator's own metadata */
-    CHECKF(CNT_GET(allocs) == allocs + 1, "cache struct: %lu allocs below", CNT_GET(allocs) - allocs);
+    /* the cache struct is the allocator's own metadata: it took the metadata route, past the slab
+     * layer's size range to the bottom, and no user-chain allocation */
+    CHECKF(CNT_GET(meta_allocs) == metas + 1, "cache struct: %lu metadata allocs", CNT_GET(meta_allocs) - metas);
+    CHECKF(CNT_GET(allocs) == allocs, "cache struct: %lu allocs on the user chain", CNT_GET(allocs) - allocs);
     sm_mctx_t m = sm_mctx_block(tcache_tls, 0, 0);
-    CHECKF(sl_getmeta(&m) && !strcmp(m.owner, "sl") && m.usable >= sizeof(struct tcache_cache),
+    CHECKF(fk_getmeta(&m) && !strcmp(m.owner, "fk") && m.usable >= sizeof(struct tcache_cache),
            "cache struct owned by %s", m.owner ? m.owner : "nobody");
     t_free(p);
     for (int i = 0; i < 1000; i++) {
@@ -632,8 +645,11 @@ static void thread_exit_returns_all(void)
     run_exit_workers(4); /* warm up: every class used gets its one kept empty slab */
     long outstanding = CNT_GET(outstanding);
     size_t slabs = fake_slabs();
-    unsigned long exits = CNT_GET(thread_exits);
+    unsigned long exits = CNT_GET(thread_exits), metas = CNT_GET(meta_allocs), meta_frees = CNT_GET(meta_frees);
     run_exit_workers(4);
+    CHECKF(CNT_GET(meta_allocs) - metas == 4 && CNT_GET(meta_frees) - meta_frees == 4,
+           "%lu caches made and %lu given back on the metadata route for 4 threads",
+           CNT_GET(meta_allocs) - metas, CNT_GET(meta_frees) - meta_frees);
     CHECKF(CNT_GET(outstanding) == outstanding, "%ld objects not returned below",
            CNT_GET(outstanding) - outstanding);
     CHECKF(CNT_GET(thread_exits) == exits + 4, "%lu thread exits for 4 threads", CNT_GET(thread_exits) - exits);
@@ -648,13 +664,13 @@ static unsigned long late_cache_allocs;
 static void late_destructor(void *arg)
 {
     (void)arg;
-    unsigned long allocs = CNT_GET(allocs);
+    unsigned long allocs = CNT_GET(allocs), metas = CNT_GET(meta_allocs);
     void *p = t_malloc(64), *q = t_malloc(64);
     CHECK(p && q && p != q);
     CHECK(tcache_tls == (struct tcache_cache *)&tcache_retired_cache);
     t_free(p);
     t_free(q);
-    late_cache_allocs = CNT_GET(allocs) - allocs; /* two objects, no cache struct */
+    late_cache_allocs = CNT_GET(allocs) - allocs + CNT_GET(meta_allocs) - metas; /* two objects, no cache */
 }
 static void *late_worker(void *arg)
 {

@@ -86,6 +86,8 @@ static inline void bump_thread_exit(void) {}
 static inline void bump_fork_prepare(void) {}
 static inline void bump_fork_parent(void) {}
 static inline void bump_fork_child(void) {}
+static inline void *bump_meta_alloc(sm_mctx_t *c) { return bump_alloc(c); }
+static inline void bump_meta_free(sm_mctx_t *c) { bump_free(c); }
 
 #define SM_LAYER heap_c
 #define SM_NEXT bump

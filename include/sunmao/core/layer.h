@@ -6,6 +6,8 @@
  *     SM_NEXT    the instance it passes requests to (absent for an OS layer)
  *     SM_<SLOT>  one macro per policy slot the layer declares (SM_SYNC, SM_SIZECLASS, SM_RETAIN, ...)
  *     SM_OPT_*   the layer's options, each with a documented default
+ *     SM_META    (optional) the instance that serves this layer's own metadata (core/meta_route.h;
+ *                default: the OS layer at the bottom)
  * defines the instance: a static object holding its state and these static inline functions
  * (all names prefixed by SM_LAYER, shown here as L_):
  *

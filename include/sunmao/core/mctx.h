@@ -12,6 +12,9 @@ enum {
     SM_F_SIZED = 1u << 1, /* free: ctx->size is the size the user asked for (free_sized, sized delete) */
     SM_F_FRESH = 1u << 2, /* alloc result: the block is fresh zero-filled memory from the OS, so a
                            * calloc need not clear it (set by the layer that returns such a block) */
+    SM_F_USER  = 1u << 3, /* alloc: the program asked for this block (set by the socket); absent on
+                           * the requests layers make for their own use (slabs, chunks, refills,
+                           * metadata), which size_handle's SM_SIZE_USER tells apart */
 };
 
 typedef struct sm_mctx {

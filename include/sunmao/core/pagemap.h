@@ -4,8 +4,8 @@
  *
  * Covers 48-bit user addresses. The granule (1 << shift bytes, shift >= 12) is chosen per map.
  * Lookups take no lock (three dependent loads); updates are serialised by the owning layer's lock.
- * Interior nodes come from a caller-supplied allocator (normally the next layer, so the map works
- * on every OS layer, static pools included) and are never freed: the map is as large as the
+ * Interior nodes come from a caller-supplied allocator (normally the layer's metadata route, so
+ * the map works on every OS layer, static pools included) and are never freed: the map is as large as the
  * address range the layer ever used, at 8 bytes per granule in 32 KiB nodes. */
 #ifndef SUNMAO_CORE_PAGEMAP_H
 #define SUNMAO_CORE_PAGEMAP_H
@@ -29,15 +29,16 @@ typedef void *sm_pagemap_node_alloc_fn(size_t bytes);
 
 /* In a layer template (core/layer.h): defines the node allocator of the layer's page maps,
  *     static void *L_map_node_alloc(size_t bytes)      (an sm_pagemap_node_alloc_fn)
- * A node comes from the next layer, aligned to `align`, so a map works over every OS layer, static
- * pools included; it is cleared unless the next layer reports fresh memory (sm_mctx_zeroed), and
+ * A node comes from the layer's metadata route (core/meta_route.h: by default the OS layer at the
+ * bottom), aligned to `align`, so a map works over every OS layer, static pools included; it is
+ * cleared unless the layer that gave it reports fresh memory (sm_mctx_zeroed), and
  * `count`, an lvalue, counts the nodes held (never freed: see above). Called by sm_pagemap_set and
  * sm_pagemap2_set, under the lock that serialises the map's updates, which also guards `count`. */
 #define SM_PAGEMAP_NODE_ALLOC(align, count)                                                        \
     static void *SM_FN(map_node_alloc)(size_t bytes)                                               \
     {                                                                                              \
         sm_mctx_t r_ = sm_mctx_alloc(bytes, (align), 0);                                           \
-        void *p_ = sm_mctx_zeroed(&r_, SM_NEXT_FN(alloc)(&r_));                                    \
+        void *p_ = sm_mctx_zeroed(&r_, SM_FN(meta_alloc)(&r_));                                    \
         if (p_)                                                                                    \
             (count)++;                                                                             \
         return p_;                                                                                 \

@@ -179,7 +179,7 @@ SM_INLINE void *sm_socket_alloc_stack(size_t size, size_t align, unsigned flags)
         errno = ENOMEM;
         return NULL;
     }
-    sm_mctx_t c = sm_mctx_alloc(size ? size : 1, align, flags);
+    sm_mctx_t c = sm_mctx_alloc(size ? size : 1, align, flags | SM_F_USER);
     void *p = SM_NEXT_FN(alloc_miss)(&c); /* the hit, if any, was tried: never twice */
     sm_socket_bg_check();
     if (sm_unlikely(!p)) {

@@ -25,7 +25,7 @@ SM_INLINE int SM_FN(create)(void) { return SM_NEXT_FN(create)(); }
 
 SM_INLINE void *SM_FN(alloc)(sm_mctx_t *c)
 {
-    if (SM_FN(handles_size)(c->size)) {
+    if (SM_FN(serves)(c)) {
         /* A real layer serves the request here and returns; this one has nothing to give. */
     }
     /* One call site for the pass-down path: everything below is inlined here exactly once.

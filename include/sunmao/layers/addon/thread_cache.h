@@ -94,6 +94,8 @@
 #define SM_SIZE_MAX (8u << 10)
 #endif
 #include "../../policies/size_handle.h"
+#include "../../core/meta_route.h"
+_Static_assert(SM_SIZE_USER, "thread_cache: SM_SIZE_USER must be 1: a thread cache serves the program's requests");
 
 SM_REQUIRE_CAP(BATCH, "refills and releases move objects of one class in batches");
 SM_REQUIRE_CAP(OWNER, "an unsized free finds its list with block_slot");
@@ -296,7 +298,7 @@ SM_INLINE void *SM_FN(alloc_miss)(sm_mctx_t *c)
         if (p)
             return c->ptr = p;
     }
-    if (SM_FN(handles_size)(c->size)) {
+    if (SM_FN(serves)(c)) {
         void *p = c->align <= SM_MIN_ALIGN ? SM_FN(refill)(c->size, c) : SM_FN(refill_aligned)(c->size, c->align, c);
         if (p)
             return c->ptr = p;

@@ -21,7 +21,7 @@
  * A block of order k is 2^k bytes at a chunk offset that is a multiple of 2^k, so it is aligned to
  * its own size: an alignment request costs nothing beyond asking for max(size, align) bytes.
  * No header sits in the blocks (users get exact powers of two, a slab layer above gets 64 KiB blocks
- * aligned to 64 KiB). Instead each chunk has a descriptor, itself taken from the next layer, with one
+ * aligned to 64 KiB). Instead each chunk has a descriptor, taken from the metadata route, with one
  * state byte per min block, found in O(1) through a page map at chunk granularity. The byte of a
  * block's first min block holds its order and whether it is free or allocated; all others are 0.
  * Free blocks are linked per order through links in the descriptor (see struct link).
@@ -59,6 +59,7 @@
 #error "buddy_glk: policy slot 'err' is empty (SM_ERR = warn|fatal|callback)"
 #endif
 #include "../../policies/size_handle.h"
+#include "../../core/meta_route.h"
 
 #ifndef SM_OPT_MIN_BLOCK
 #define SM_OPT_MIN_BLOCK 4096
@@ -180,7 +181,7 @@ SM_INLINE void SM_FN(cs_alloc)(void *arg)
 SM_INLINE void *SM_FN(alloc)(sm_mctx_t *c)
 {
     size_t need = c->size > c->align ? c->size : c->align;
-    if (!SM_FN(handles_size)(c->size) || need > (SM_OPT_CHUNK_SIZE))
+    if (!SM_FN(serves)(c) || need > (SM_OPT_CHUNK_SIZE))
         return SM_NEXT_FN(alloc)(c);
     struct SM_FN(cs_alloc) a = { need <= (SM_OPT_MIN_BLOCK) ? (unsigned)SM_FN(min_order) : sm_log2_ceil(need), NULL };
     SM_SYNC_FN(atomic_exec)(&SM_FN(obj).lock, SM_FN(cs_alloc), &a);

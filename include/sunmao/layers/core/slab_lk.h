@@ -93,6 +93,7 @@
 #define SM_OPT_SHARD_MAX SM_SIZE_MAX
 #endif
 #include "../../policies/size_handle.h"
+#include "../../core/meta_route.h"
 
 _Static_assert((SM_OPT_SLAB_SIZE) >= 4096 && (SM_OPT_SLAB_SIZE) <= 65536 &&
                    ((SM_OPT_SLAB_SIZE) & ((SM_OPT_SLAB_SIZE) - 1)) == 0,
@@ -153,7 +154,7 @@ static struct {
      * besides the map's root entry */
     SM_SYNC_FN(t) map_lock;  /* owner-map updates: slabs of different classes come and go at once */
     SM_RETAIN_FN(t) retain;  /* the retain policy's count of kept slabs (atomics) */
-    size_t map_nodes;        /* owner-map leaves held from the next layer; map lock */
+    size_t map_nodes;        /* owner-map leaves held from the metadata route; map lock */
     struct SM_FN(class) cls[SM_FN(shards) * SM_FN(class_count)]; /* shard-major (slab_lk/shards.h) */
     uintptr_t *map[SM_PAGEMAP2_ROOT_LEN(SM_FN(map_shift))];       /* the owner map (slab_lk/map.h) */
 } SM_FN(obj) = {
@@ -253,7 +254,7 @@ SM_INLINE bool SM_FN(put_locked)(struct SM_FN(class) *k, struct SM_FN(slab) *s, 
 
 SM_INLINE void *SM_FN(alloc)(sm_mctx_t *c)
 {
-    if (!SM_FN(handles_size)(c->size))
+    if (!SM_FN(serves)(c))
         return SM_NEXT_FN(alloc)(c);
     unsigned cls;
     if (sm_likely(c->align <= SM_MIN_ALIGN)) {

@@ -52,6 +52,7 @@
 #error "tlsf_glk: policy slot 'err' is empty (SM_ERR = warn|fatal|callback)"
 #endif
 #include "../../policies/size_handle.h"
+#include "../../core/meta_route.h"
 
 #ifndef SM_OPT_SL_BITS
 #define SM_OPT_SL_BITS 5
@@ -188,7 +189,7 @@ SM_INLINE void SM_FN(cs_alloc)(void *arg)
 
 SM_INLINE void *SM_FN(alloc)(sm_mctx_t *c)
 {
-    if (!SM_FN(handles_size)(c->size))
+    if (!SM_FN(serves)(c))
         return SM_FN(pass_alloc)(c);
     size_t align = c->align;
     if (sm_unlikely(c->size > SM_TLSF_MAX_REQUEST || align > SM_TLSF_MAX_REQUEST)) {

@@ -2,8 +2,8 @@
  * back when the thread exits. Every thread starts at the constant empty cache; its first miss
  * builds the shared tables (once per process), attaches the thread to the composition's lifecycle
  * service (platform/lifecycle.h: no thread-exit key or static TLS of this layer's own) and takes
- * the cache from the next layer, never from libc. At exit the cache returns every object and
- * itself and the thread points at the constant retired cache, which passes every request down and
+ * the cache from the metadata route (core/meta_route.h), never from libc. At exit the cache returns
+ * every object to the next layer and itself to the route, and the thread points at the constant retired cache, which passes every request down and
  * never makes a cache again: destructors that run after ours (glibc runs key destructors for up to
  * PTHREAD_DESTRUCTOR_ITERATIONS rounds) may still allocate and free, and the rounds end. A thread
  * that cannot have a cache (no tables, no exit hook to be had) is retired at once; one whose cache
@@ -31,9 +31,9 @@ SM_SLOWPATH struct SM_FN(cache) *SM_FN(cache_get)(void)
         SM_FN(tls) = (struct SM_FN(cache) *)&SM_FN(retired_cache);
         return NULL;
     }
-    /* The cache is the allocator's own metadata: it comes from the next layer, never from libc. */
+    /* The cache is the allocator's own metadata: it comes from the metadata route, never libc. */
     sm_mctx_t r = sm_mctx_alloc(sizeof(struct SM_FN(cache)), SM_CACHELINE, 0);
-    cache = (struct SM_FN(cache) *)SM_NEXT_FN(alloc)(&r);
+    cache = (struct SM_FN(cache) *)SM_FN(meta_alloc)(&r);
     if (!cache)
         return NULL; /* this request bypasses the cache; a later slow path tries again */
     memset(cache, 0, sizeof *cache);
@@ -53,8 +53,9 @@ SM_SLOWPATH void SM_FN(cache_destroy)(void)
     sink.n = 0;
     for (unsigned cls = 0; cls < SM_FN(class_count); cls++)
         SM_FN(drain)(&cache->list[cls], cache->list[cls].count, &sink);
-    SM_FN(sink_put)(&sink, cache);
     SM_FN(give_blocks)(sink.blocks, sink.n);
+    sm_mctx_t f = sm_mctx_block(cache, sizeof *cache, SM_F_SIZED);
+    SM_FN(meta_free)(&f);
 }
 
 #endif /* SM_THREAD_CACHE_PARTS */

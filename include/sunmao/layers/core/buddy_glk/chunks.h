@@ -1,5 +1,5 @@
 /* buddy_glk/chunks.h: chunks from and back to the next layer, and the free lists. Each chunk's
- * descriptor (from the next layer too) holds a state byte and a list link per min block, found
+ * descriptor (from the metadata route) holds a state byte and a list link per min block, found
  * through a two-level page map at chunk granularity; a free block's pages are never written.
  * A part of buddy_glk.h. Included alone, as tools/check-headers.sh does, it instantiates the whole
  * layer.
@@ -42,7 +42,7 @@ SM_INLINE void SM_FN(unlink)(unsigned order, struct SM_FN(chunk) *ch, size_t off
         SM_FN(obj).nonempty &= ~SM_BUDDY_BIT(order);
 }
 
-/* Page-map leaves: zero-filled, from the next layer, counted in map_nodes (core/pagemap.h). */
+/* Page-map leaves: zero-filled, from the metadata route, counted in map_nodes (core/pagemap.h). */
 SM_PAGEMAP_NODE_ALLOC(SM_CACHELINE, SM_FN(obj).map_nodes)
 
 /* Adds one entirely free chunk to the heap. Caller holds the lock: the next layer is called under it
@@ -54,14 +54,14 @@ SM_SLOWPATH bool SM_FN(grow)(void)
     if (!base)
         return false;
     sm_mctx_t d = sm_mctx_alloc(sizeof(struct SM_FN(chunk)), SM_MIN_ALIGN, 0);
-    struct SM_FN(chunk) *ch = (struct SM_FN(chunk) *)SM_NEXT_FN(alloc)(&d);
+    struct SM_FN(chunk) *ch = (struct SM_FN(chunk) *)SM_FN(meta_alloc)(&d);
     /* A misaligned chunk would break every buddy computation: refuse it rather than trust it. */
     if (!ch || !sm_ptr_aligned(base, SM_OPT_CHUNK_SIZE) ||
         !sm_pagemap2_set(SM_FN(obj).map, SM_FN(max_order), base, SM_OPT_CHUNK_SIZE, (uintptr_t)ch,
                         SM_FN(map_node_alloc))) {
         if (ch) {
             sm_mctx_t f = sm_mctx_block(ch, sizeof *ch, SM_F_SIZED);
-            SM_NEXT_FN(free)(&f);
+            SM_FN(meta_free)(&f);
         }
         sm_mctx_t f = sm_mctx_block(base, SM_OPT_CHUNK_SIZE, SM_F_SIZED);
         SM_NEXT_FN(free)(&f);
@@ -94,7 +94,7 @@ SM_SLOWPATH void SM_FN(release_chunk)(struct SM_FN(chunk) *ch)
     sm_mctx_t f = sm_mctx_block(ch->base, SM_OPT_CHUNK_SIZE, SM_F_SIZED);
     SM_NEXT_FN(free)(&f);
     f = sm_mctx_block(ch, sizeof *ch, SM_F_SIZED);
-    SM_NEXT_FN(free)(&f);
+    SM_FN(meta_free)(&f);
 }
 
 #endif

@@ -24,7 +24,7 @@
  * or align > 16): the caller then sends it through alloc. */
 SM_INLINE unsigned SM_FN(alloc_batch)(sm_mctx_t *c, void **out, unsigned n)
 {
-    if (sm_unlikely(!SM_FN(handles_size)(c->size) || c->align > SM_MIN_ALIGN)) {
+    if (sm_unlikely(!SM_FN(serves)(c) || c->align > SM_MIN_ALIGN)) {
         errno = EINVAL;
         return 0;
     }

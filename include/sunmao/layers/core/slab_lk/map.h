@@ -6,7 +6,7 @@
  * the class, from the class the geometry (slab_lk/geometry.h), from both the object index and the
  * descriptor's address (the first object less the class's offset and the slab's colour, rounded
  * down to the slab size). Lookups go through the map's window, one load where the address is inside
- * it; updates take the map lock; leaves come from the next layer (SM_PAGEMAP_NODE_ALLOC) and are
+ * it; updates take the map lock; leaves come from the metadata route (SM_PAGEMAP_NODE_ALLOC) and are
  * never returned. A part of slab_lk.h; defines L_map_window, L_lookup, the word's decoders
  * L_word_slot, L_word_cls, L_word_first, L_word_slab, L_object_index, and L_make_word, L_map_slab.
  * Included alone, as tools/check-headers.sh does, it instantiates the whole layer.
@@ -53,8 +53,8 @@ SM_INLINE uintptr_t SM_FN(make_word)(const struct SM_FN(slab) *s, unsigned cls)
     return (uintptr_t)s->objects << 16 | cls << 4;
 }
 
-/* Leaves: 8 MiB, zero-filled, from the next layer (which passes them on to the OS, so only the
- * pages in use become resident), kept forever; counted in obj.map_nodes. */
+/* Leaves: 8 MiB, zero-filled, from the metadata route (by default the OS layer, so only the pages
+ * in use become resident), kept forever; counted in obj.map_nodes. */
 SM_PAGEMAP_NODE_ALLOC(4096, SM_FN(obj).map_nodes)
 
 /* Maps every granule of the slab at base to `word` (first object << 16 | 16 x class), or unmaps it

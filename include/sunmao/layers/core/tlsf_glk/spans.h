@@ -11,7 +11,7 @@
 #include "../tlsf_glk.h"
 #else
 
-/* Page-map nodes: zero-filled, from the next layer, counted in map_nodes (core/pagemap.h). */
+/* Page-map nodes: zero-filled, from the metadata route, counted in map_nodes (core/pagemap.h). */
 SM_PAGEMAP_NODE_ALLOC(SM_CACHELINE, SM_FN(obj).map_nodes)
 
 SM_INLINE struct SM_FN(span) *SM_FN(span_of)(uintptr_t tag)

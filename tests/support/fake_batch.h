@@ -8,8 +8,8 @@
  * least the policy's largest class) obtained from libc with posix_memalign, aligned to their size,
  * so an object is aligned to the largest power of two dividing its class size, as slab_lk's are.
  * A slab's descriptor lives outside the slab (a user overwriting objects cannot corrupt it) and is
- * found through a page map (core/pagemap.h) keyed by the slab, so block_slot and block_local are
- * lock-free lookups. Free objects of a class sit on a LIFO stack; a new slab's objects are pushed so
+ * found through a page map (core/pagemap.h) keyed by the slab, so block_owner (the descriptor is
+ * the owner word), owner_slot and owner_local are lock-free. Free objects of a class sit on a LIFO stack; a new slab's objects are pushed so
  * that they come out in ascending address order. Slabs are never given back (tests are short).
  * Objects handed out are filled with 0xCD garbage, as fake_next's blocks are.
  * Requests it does not serve as objects (size above the policy's largest class, or align > 16) are
@@ -21,12 +21,13 @@
  *   every call's count; the alloc_batch requests (size, want, got) in a log; live objects per class,
  *   live blocks and bytes (objects and large blocks together, as fake_next counts live_blocks);
  *   the last free's size and flags (sized frees passed down keep their size); with SM_NEXT, how
- *   many requests and frees went there (passed_down); block_local calls made without a context
- *   (no_context: the contract passes the request's).
+ *   many requests and frees went there (passed_down); owner_local calls made without a context
+ *   (no_context: the contract passes the request's); owner lookups (block_owner calls); frees that
+ *   came with an owner word (words_carried) and, of them, with a word not p's (wrong_words).
  * What it can be told:
  *   limit_bytes      0 = unlimited; a request that would take live_bytes above it fails (NULL or a
  *                    short batch, errno = ENOMEM). 1: every request fails at once.
- *   not_local        block_local answers false for every object; mark_remote(p, on) does it for the
+ *   not_local        owner_local answers false for every object; mark_remote(p, on) does it for the
  *                    objects of p's slab only.
  * Contract violations it counts (bad_frees is their sum, the field fake_next also has):
  *   foreign_frees    a free of a block it never gave out (without SM_NEXT)
@@ -71,7 +72,7 @@ struct SM_FN(slab) {
     size_t size;     /* of its objects: the class size */
     unsigned cls, nobjs;
     unsigned live;   /* objects handed out */
-    int remote;      /* block_local says false for its objects (mark_remote) */
+    int remote;      /* owner_local says false for its objects (mark_remote) */
     unsigned char state[]; /* per object: 1 handed out, 0 free */
 };
 struct SM_FN(stack) { void **v; size_t n, cap; };
@@ -95,7 +96,8 @@ static struct {
     unsigned long creates, allocs, large_allocs, failed, frees, getmetas, resizes, purges, bad_purges;
     unsigned long releases, release_alls, thread_exits, forks, passed_down;
     unsigned long alloc_batch_calls, alloc_batch_objs, free_batch_calls, free_batch_objs;
-    unsigned long block_slots, block_locals, not_local_answers, no_context; /* atomics: lock-free paths */
+    unsigned long owner_lookups, owner_locals, not_local_answers, no_context; /* atomics: lock-free paths */
+    unsigned long words_carried, wrong_words; /* frees that came with an owner word; of them, wrong */
     unsigned long foreign_frees, interior_frees, double_frees, oversized_frees, bad_frees;
     size_t last_free_size;
     unsigned last_free_flags;
@@ -302,6 +304,12 @@ static inline bool SM_FN(free_locked)(void *p, size_t size, unsigned flags)
 
 static inline void SM_FN(free)(sm_mctx_t *c)
 {
+    if (c->flags & SM_F_OWNER) { /* the word a consumer read: checked, then not passed on */
+        __atomic_add_fetch(&SM_FN(obj).words_carried, 1, __ATOMIC_RELAXED);
+        if (c->owner_word != (uintptr_t)SM_FN(slab_of)(c->ptr))
+            __atomic_add_fetch(&SM_FN(obj).wrong_words, 1, __ATOMIC_RELAXED);
+        c->flags &= ~(unsigned)SM_F_OWNER;
+    }
     pthread_mutex_lock(&SM_FN(obj).lock);
     SM_FN(obj).frees++;
     bool mine = SM_FN(free_locked)(c->ptr, c->size, c->flags);
@@ -497,10 +505,16 @@ static inline void SM_FN(free_batch)(void **blocks, unsigned n)
 }
 
 /* ---- capability OWNER ---- */
-static inline unsigned SM_FN(block_slot)(const void *p)
+/* The owner word: p's slab descriptor, or 0. Every call is a lookup, counted. */
+static inline uintptr_t SM_FN(block_owner)(const void *p)
 {
-    __atomic_add_fetch(&SM_FN(obj).block_slots, 1, __ATOMIC_RELAXED);
-    const struct SM_FN(slab) *s = SM_FN(slab_of)(p);
+    __atomic_add_fetch(&SM_FN(obj).owner_lookups, 1, __ATOMIC_RELAXED);
+    return (uintptr_t)SM_FN(slab_of)(p);
+}
+
+static inline unsigned SM_FN(owner_slot)(const void *p, uintptr_t w)
+{
+    const struct SM_FN(slab) *s = (const struct SM_FN(slab) *)w;
     if (s && SM_FN(index_in)(s, p) >= 0)
         return s->cls << 4;
     return (unsigned)SM_FN(batch_classes) << 4;
@@ -508,12 +522,13 @@ static inline unsigned SM_FN(block_slot)(const void *p)
 
 /* c: the request the question is asked for (its CPU picks the partition of a real sharded layer;
  * here the answer is what the test told the fake, and c is only checked to be there). */
-static inline bool SM_FN(block_local)(const void *p, sm_mctx_t *c)
+static inline bool SM_FN(owner_local)(const void *p, uintptr_t w, sm_mctx_t *c)
 {
-    __atomic_add_fetch(&SM_FN(obj).block_locals, 1, __ATOMIC_RELAXED);
+    (void)p;
+    __atomic_add_fetch(&SM_FN(obj).owner_locals, 1, __ATOMIC_RELAXED);
     if (!c)
         __atomic_add_fetch(&SM_FN(obj).no_context, 1, __ATOMIC_RELAXED);
-    const struct SM_FN(slab) *s = SM_FN(slab_of)(p);
+    const struct SM_FN(slab) *s = (const struct SM_FN(slab) *)w;
     if (!s)
         return true; /* not a slab's: nothing to say */
     if (__atomic_load_n(&SM_FN(obj).not_local, __ATOMIC_RELAXED) || __atomic_load_n(&s->remote, __ATOMIC_RELAXED)) {
@@ -524,7 +539,7 @@ static inline bool SM_FN(block_local)(const void *p, sm_mctx_t *c)
 }
 
 /* ---- for tests ---- */
-/* block_local answers false (on) or true again for the objects of p's slab; false if p is in none. */
+/* owner_local answers false (on) or true again for the objects of p's slab; false if p is in none. */
 static inline bool SM_FN(mark_remote)(const void *p, bool on)
 {
     struct SM_FN(slab) *s = SM_FN(slab_of)(p);

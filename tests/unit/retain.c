@@ -130,8 +130,8 @@ FAKE_HELPERS(fk_no)
 FAKE_HELPERS(fk_ns)
 #define SLAB_OF(p) ((void *)((uintptr_t)(p) & ~(uintptr_t)(SLAB - 1)))
 
-#define ALLOC(SL, n) SL##_alloc(&(sm_mctx_t){ (n), SM_MIN_ALIGN, 0, -1, NULL, 0, NULL })
-#define FREE(SL, p)  SL##_free(&(sm_mctx_t){ 0, SM_MIN_ALIGN, 0, -1, (p), 0, NULL })
+#define ALLOC(SL, n) SL##_alloc(&(sm_mctx_t){ (n), SM_MIN_ALIGN, 0, -1, NULL, 0, NULL, 0 })
+#define FREE(SL, p)  SL##_free(&(sm_mctx_t){ 0, SM_MIN_ALIGN, 0, -1, (p), 0, NULL, 0 })
 
 /* keep_last, bound 2: four classes emptied in turn keep the two emptied last, the two kept longest
  * went back, first the oldest; a boundary alloc/free pair reaches nothing below; release(ALL) gives

@@ -88,11 +88,12 @@ static inline bool cnt_getmeta(sm_mctx_t *c)
     return sl_getmeta(c);
 }
 static inline bool cnt_resize(sm_mctx_t *c, size_t n) { return sl_resize(c, n); }
-static inline bool cnt_block_local(const void *p, sm_mctx_t *c) { return sl_block_local(p, c); }
-static inline unsigned cnt_block_slot(const void *p)
+static inline bool cnt_owner_local(const void *p, uintptr_t w, sm_mctx_t *c) { return sl_owner_local(p, w, c); }
+static inline unsigned cnt_owner_slot(const void *p, uintptr_t w) { return sl_owner_slot(p, w); }
+static inline uintptr_t cnt_block_owner(const void *p)
 {
     CNT_ADD(block_classes, 1);
-    return sl_block_slot(p);
+    return sl_block_owner(p);
 }
 static inline bool cnt_purge(sm_mctx_t *c) { return sl_purge(c); }
 static inline void cnt_release(sm_release_t *r) { sl_release(r); }
@@ -799,16 +800,18 @@ static void aligned(void) { in_thread(aligned_body); }
 static void hit_paths_body(void)
 {
     struct tcache_cache *empty = (struct tcache_cache *)&tcache_empty_cache;
+    uintptr_t word = SM_OWNER_UNKNOWN;
     unsigned long allocs = CNT_GET(allocs), batches = CNT_GET(alloc_batch_calls), metas = CNT_GET(block_classes);
     CHECK(tcache_tls == empty);
     CHECK(tcache_alloc_hit(64) == NULL && tcache_alloc_hit(0) == NULL);
     sm_mctx_t r = sm_mctx_alloc(64, 0, 0);
     void *b = sl_alloc(&r); /* a cacheable block, made behind the cache's back */
     CHECK(b != NULL);
-    CHECK(!tcache_free_hit(b, 0, 0) && !tcache_free_hit(b, 64, SM_F_SIZED));
+    CHECK(!tcache_free_hit(b, 0, 0, &word) && !tcache_free_hit(b, 64, SM_F_SIZED, &word));
     CHECKF(tcache_tls == empty && CNT_GET(allocs) == allocs && CNT_GET(alloc_batch_calls) == batches,
            "a missing hit path changed something");
     CHECK(CNT_GET(block_classes) > metas); /* the unsized free asked the next layer what b is */
+    CHECK(word == sl_block_owner(b)); /* and kept the word for its miss */
     r = sm_mctx_block(b, 0, 0);
     sl_free(&r);
 
@@ -823,9 +826,9 @@ static void hit_paths_body(void)
     t_free(r2);
     CHECK(tcache_alloc_hit(64) == r2 && tcache_alloc_hit(64) == r1); /* LIFO */
     CHECK(tcache_alloc_hit(64) == NULL); /* empty list: a miss, not a refill */
-    CHECK(tcache_free_hit(p, 0, 0) && my_list(64)->count == 1);
+    CHECK(tcache_free_hit(p, 0, 0, &word) && my_list(64)->count == 1);
     CHECK(tcache_alloc_hit(60) == p); /* same class */
-    CHECK(tcache_free_hit(p, 60, SM_F_SIZED) && tcache_alloc_hit(64) == p);
+    CHECK(tcache_free_hit(p, 60, SM_F_SIZED, &word) && tcache_alloc_hit(64) == p);
     t_free(p);
     t_free(q);
     /* malloc(0) on the hit path gets an object of the smallest class, as malloc(1) would */
@@ -836,7 +839,7 @@ static void hit_paths_body(void)
     /* sizes outside the range miss; blocks that are not class-size objects are not taken */
     CHECK(tcache_alloc_hit((8u << 10) + 1) == NULL && tcache_alloc_hit(SIZE_MAX) == NULL);
     void *big = t_malloc(100000);
-    CHECK(big != NULL && !tcache_free_hit(big, 0, 0) && !tcache_free_hit(big, 100000, SM_F_SIZED));
+    CHECK(big != NULL && !tcache_free_hit(big, 0, 0, &word) && !tcache_free_hit(big, 100000, SM_F_SIZED, &word));
     t_free(big);
 }
 static void hit_paths(void) { in_thread(hit_paths_body); }

@@ -102,7 +102,7 @@ static void in_thread(void (*fn)(void))
 
 /* A new thread's first malloc misses: one batch for the list (four cache lines of 64-byte objects)
  * and the cache struct itself from the next layer; then the class hits, below is never asked, and
- * each unsized free asks block_slot exactly once. */
+ * each unsized free looks its owner up exactly once. */
 static void first_miss_then_hits_body(void)
 {
     CHECK(cache_tls == (struct cache_cache *)&cache_empty_cache);
@@ -117,7 +117,7 @@ static void first_miss_then_hits_body(void)
     CHECK(fb_is_live(cache_tls) && fb_is_live(p));
     check_fill(p, 64, 1);
     CHECK(check_verify(p, 64, 1));
-    unsigned long slots = FB(block_slots);
+    unsigned long slots = FB(owner_lookups);
     t_free(p);
     for (unsigned i = 0; i < 1000; i++) {
         void *q = t_malloc(64);
@@ -126,7 +126,7 @@ static void first_miss_then_hits_body(void)
         CHECKF(check_verify(q, 64, i), "round %u: object overwritten", i);
         t_free(q);
     }
-    CHECKF(FB(block_slots) == slots + 1001, "%lu block_slot calls for 1001 unsized frees", FB(block_slots) - slots);
+    CHECKF(FB(owner_lookups) == slots + 1001, "%lu owner lookups for 1001 unsized frees", FB(owner_lookups) - slots);
     CHECKF(FB(alloc_batch_calls) == batches + 1 && FB(frees) == frees && FB(free_batch_calls) == 0,
            "hits went below");
     CHECK(fb_is_live(p)); /* cached: still the cache's object as far as the next layer knows */
@@ -328,10 +328,10 @@ static void sized_free_body(void)
     check_fill(p, 100, 5);
     t_free(q); /* the list has room now */
     void *r = t_malloc(100);
-    unsigned long slots = FB(block_slots), frees = FB(frees);
+    unsigned long slots = FB(owner_lookups), frees = FB(frees);
     CHECK(check_verify(p, 100, 5));
     t_free_sized(p, 100);
-    CHECKF(FB(block_slots) == slots, "a sized free asked block_slot");
+    CHECKF(FB(owner_lookups) == slots, "a sized free looked its owner up");
     CHECK(on_my_list(100, p) && FB(frees) == frees);
     CHECK(t_malloc(100) == p);
     t_free(p), t_free(r);
@@ -346,9 +346,10 @@ static void sized_free_body(void)
 }
 static void sized_free(void) { in_thread(sized_free_body); }
 
-/* A free that reaches the slow path asks block_local and does not keep a block the next layer calls
- * not local (it goes down at once); hit-path frees do not ask (documented: only a free that finds
- * its list full does). The same sequence with local blocks keeps the block. */
+/* A free that reaches the slow path asks owner_local and does not keep a block the next layer calls
+ * not local (it goes down at once, with the owner word the hit path read); hit-path frees do not
+ * ask (documented: only a free that finds its list full does). The same sequence with local blocks
+ * keeps the block. Either way the free looks its owner up once, in the hit path. */
 static void not_local_run(bool remote, bool *kept, bool *passed_down)
 {
     enum { N = 64 };
@@ -359,17 +360,21 @@ static void not_local_run(bool remote, bool *kept, bool *passed_down)
     }
     const struct cache_list *l = my_list(64);
     __atomic_store_n(&fb_obj.not_local, remote, __ATOMIC_RELAXED);
-    unsigned long asked = FB(block_locals), frees = FB(frees);
+    unsigned long asked = FB(owner_locals), frees = FB(frees), carried = FB(words_carried);
     int i = 0;
     while (i < N && l->count < l->limit) { /* hits: room on the list */
         CHECKF(check_verify(objs[i], 64, (unsigned)i), "object %d overwritten", i);
         t_free(objs[i++]);
     }
-    CHECKF(FB(block_locals) == asked, "%lu hit-path frees asked block_local", FB(block_locals) - asked);
+    CHECKF(FB(owner_locals) == asked, "%lu hit-path frees asked owner_local", FB(owner_locals) - asked);
     CHECK(i < N && l->count == l->limit);
     void *x = objs[i++];
+    unsigned long lookups = FB(owner_lookups), locals = FB(owner_locals);
     t_free(x); /* the list is full: the slow path */
-    CHECKF(FB(block_locals) == asked + 1, "block_local asked %lu times on the slow path", FB(block_locals) - asked);
+    CHECKF(FB(owner_locals) == locals + 1, "owner_local asked %lu times on the slow path", FB(owner_locals) - locals);
+    CHECKF(FB(owner_lookups) == lookups + 1, "%lu owner lookups for one overflowing free", FB(owner_lookups) - lookups);
+    CHECKF(FB(words_carried) == carried + (remote ? 1 : 0) && FB(wrong_words) == 0,
+           "%lu frees passed down with an owner word, %lu wrong", FB(words_carried) - carried, FB(wrong_words));
     *kept = on_my_list(64, x);
     *passed_down = FB(frees) == frees + 1 && !fb_is_live(x);
     __atomic_store_n(&fb_obj.not_local, 0, __ATOMIC_RELAXED);
@@ -382,7 +387,7 @@ static void not_local_body(void)
     not_local_run(true, &kept, &down);
     CHECKF(!kept && down, "a block of another partition was %s", kept ? "kept" : "neither kept nor passed down");
     CHECKF(FB(not_local_answers) > 0, "the fake never answered 'not local'");
-    CHECKF(FB(no_context) == 0, "block_local was asked without the request's context");
+    CHECKF(FB(no_context) == 0, "owner_local was asked without the request's context");
 }
 static void local_body(void)
 {
@@ -533,12 +538,14 @@ static void fake_batch_over_a_next_layer(void)
     void *p = fbn_alloc(&c);
     unsigned got = fbn_alloc_batch(&c, objs, 8);
     CHECK(p && got == 8 && fk_obj.live_blocks == 0 && fbn_obj.live_objs == 9);
-    CHECK(fbn_block_slot(p) == cls_of(100) << 4 && fbn_block_slot((char *)p + 16) == (unsigned)fbn_batch_classes << 4);
+    CHECK(fbn_owner_slot(p, fbn_block_owner(p)) == cls_of(100) << 4 &&
+          fbn_owner_slot((char *)p + 16, fbn_block_owner((char *)p + 16)) == (unsigned)fbn_batch_classes << 4);
     void *b = fbn_alloc(&big), *a = fbn_alloc(&al);
     CHECK(b && a && sm_ptr_aligned(a, 4096) && fk_obj.live_blocks == 2 && fbn_obj.passed_down == 2);
     sm_mctx_t m = sm_mctx_block(b, 0, 0);
     CHECK(fbn_getmeta(&m) && m.usable >= 300000 && !strcmp(m.owner, "fk"));
-    CHECK(fbn_resize(&m, 1000) && fbn_block_slot(b) == (unsigned)fbn_batch_classes << 4 && fbn_block_local(b, &m));
+    CHECK(fbn_resize(&m, 1000) && fbn_owner_slot(b, fbn_block_owner(b)) == (unsigned)fbn_batch_classes << 4 &&
+          fbn_owner_local(b, fbn_block_owner(b), &m));
     void *back[3] = { b, a, p };
     fbn_free_batch(back, 3); /* two go below */
     CHECK(fk_obj.live_blocks == 0 && fk_obj.frees == 2 && fbn_obj.live_objs == 8);

@@ -12,25 +12,36 @@
  *                   thread, touching nothing below, or a miss.
  *     void *L_alloc_hit(size_t size)                   an object of >= size bytes aligned to
  *                                                      SM_MIN_ALIGN, or NULL (miss)
- *     bool  L_free_hit(void *p, size_t size, unsigned flags)  true if it took p (SM_F_SIZED:
- *                                                      size is the user's)
+ *     bool  L_free_hit(void *p, size_t size, unsigned flags, uintptr_t *owner_word)  true if it
+ *                                                      took p (SM_F_SIZED: size is the user's); on a
+ *                                                      miss, the owner word it read, if it read one,
+ *                                                      is in *owner_word (else left unchanged)
  *     void *L_alloc_miss(sm_mctx_t *c)                the rest of L_alloc, after the hit missed
  *                                                      (or was not tried: align > SM_MIN_ALIGN)
  *     void  L_free_miss(sm_mctx_t *c)                  the rest of L_free, after the hit missed
  *     Soundness: a hit path misses on a thread the layer has not set up (a fresh thread, before
  *     L_create), so a socket may call it before anything is created; then it calls the miss with
- *     the request's one context, never the hit again. Defaults: the misses are L_alloc, L_free.
+ *     the request's one context (with SM_F_OWNER, the word free_hit read), never the hit again.
+ *     Defaults: the misses are L_alloc, L_free.
  *   SM_CAP_BATCH    objects by size class, many per call, with the class geometry exported:
  *     unsigned L_alloc_batch(sm_mctx_t *c, void **out, unsigned n)  up to n objects of
  *                                                      c->size's class; how many (0: no memory)
  *     void  L_free_batch(void **blocks, unsigned n)    frees them, passing down what is not its own
  *     enum  L_batch_classes, L_batch_max_size          its size-class policy's count and largest size
- *   SM_CAP_OWNER    which class an object belongs to, from one lookup:
- *     unsigned L_block_slot(const void *p)             16 x the class of the object starting at p;
- *                                                      16 x L_batch_classes: not such an object
- *     bool  L_block_local(const void *p, sm_mctx_t *c) false if a cache above should not keep p
- *                                                      (it belongs to a partition other than that of
- *                                                      c's CPU, sm_mctx_cpu)
+ *   SM_CAP_OWNER    which class an object belongs to, from one lookup of its owner word:
+ *     uintptr_t L_block_owner(const void *p)           the lookup: p's owner word, opaque (never
+ *                                                      SM_OWNER_UNKNOWN)
+ *     unsigned L_owner_slot(const void *p, uintptr_t w)  16 x the class of the object starting at
+ *                                                      p (w: its word); 16 x L_batch_classes: not
+ *                                                      such an object
+ *     bool  L_owner_local(const void *p, uintptr_t w, sm_mctx_t *c)  false if a cache above should
+ *                                                      not keep p (it belongs to a partition other
+ *                                                      than that of c's CPU, sm_mctx_cpu)
+ *     One lookup per free: a consumer (a thread cache) keeps the word it read in c->owner_word,
+ *     sets SM_F_OWNER and passes the free down with it; the layer whose word it is (the first
+ *     below the consumer that offers OWNER itself; pass-through layers forward OWNER and the free
+ *     unchanged) reads it instead of its own lookup and clears SM_F_OWNER before passing the free
+ *     further down.
  *   SM_CAP_MAPPING  mapping control over live direct blocks, without copying:
  *     void *L_split(sm_mctx_t *c, size_t n)            cut c->ptr after n bytes (page-rounded);
  *                                                      the tail, now a block of its own, or NULL

@@ -21,9 +21,9 @@ enum { SM_FN(caps) = (SM_LAYER_CAPS) };
 
 #if !((SM_LAYER_OFFERS) & SM_CAP_HIT)
 SM_HOT SM_UNUSED void *SM_FN(alloc_hit)(size_t size) { (void)size; return NULL; }
-SM_HOT SM_UNUSED bool SM_FN(free_hit)(void *p, size_t size, unsigned flags)
+SM_HOT SM_UNUSED bool SM_FN(free_hit)(void *p, size_t size, unsigned flags, uintptr_t *owner_word)
 {
-    (void)p, (void)size, (void)flags;
+    (void)p, (void)size, (void)flags, (void)owner_word;
     return false;
 }
 SM_HOT SM_UNUSED void *SM_FN(alloc_miss)(sm_mctx_t *c) { return SM_FN(alloc)(c); }
@@ -47,14 +47,19 @@ SM_INLINE SM_UNUSED void SM_FN(free_batch)(void **blocks, unsigned n)
 #endif
 
 #if !((SM_LAYER_OFFERS) & SM_CAP_OWNER)
-SM_INLINE SM_UNUSED unsigned SM_FN(block_slot)(const void *p)
+SM_INLINE SM_UNUSED uintptr_t SM_FN(block_owner)(const void *p)
 {
     (void)p;
+    return 0;
+}
+SM_INLINE SM_UNUSED unsigned SM_FN(owner_slot)(const void *p, uintptr_t w)
+{
+    (void)p, (void)w;
     return (unsigned)SM_FN(batch_classes) << 4;
 }
-SM_INLINE SM_UNUSED bool SM_FN(block_local)(const void *p, sm_mctx_t *c)
+SM_INLINE SM_UNUSED bool SM_FN(owner_local)(const void *p, uintptr_t w, sm_mctx_t *c)
 {
-    (void)p, (void)c;
+    (void)p, (void)w, (void)c;
     return true;
 }
 #endif

@@ -15,6 +15,8 @@ enum {
     SM_F_USER  = 1u << 3, /* alloc: the program asked for this block (set by the socket); absent on
                            * the requests layers make for their own use (slabs, chunks, refills,
                            * metadata), which size_handle's SM_SIZE_USER tells apart */
+    SM_F_OWNER = 1u << 4, /* free: owner_word holds ptr's owner word, read by a layer above
+                           * (capability OWNER, core/capability.h); without it the field is unset */
 };
 
 typedef struct sm_mctx {
@@ -25,14 +27,18 @@ typedef struct sm_mctx {
     void *ptr;       /* alloc: the result; free/getmeta/resize: the block in question */
     size_t usable;   /* getmeta: bytes usable at ptr, filled by the owning layer */
     const char *owner; /* getmeta: name of the layer that owns ptr (for diagnostics and tests) */
+    uintptr_t owner_word; /* free, with SM_F_OWNER: ptr's owner word, as a layer above read it */
 } sm_mctx_t;
+
+/* A hit path's answer "no owner word was read" (L_free_hit; no real owner word has all bits set). */
+#define SM_OWNER_UNKNOWN (~(uintptr_t)0)
 
 /* Every layer hands out blocks aligned to at least this, as malloc(3) requires on x86-64. */
 #define SM_MIN_ALIGN 16u
 
 static inline sm_mctx_t sm_mctx_alloc(size_t size, size_t align, unsigned flags)
 {
-    sm_mctx_t c = { size, align < SM_MIN_ALIGN ? SM_MIN_ALIGN : align, flags, -1, NULL, 0, NULL };
+    sm_mctx_t c = { size, align < SM_MIN_ALIGN ? SM_MIN_ALIGN : align, flags, -1, NULL, 0, NULL, 0 };
     return c;
 }
 
@@ -47,7 +53,7 @@ static inline void *sm_mctx_zeroed(const sm_mctx_t *c, void *p)
 
 static inline sm_mctx_t sm_mctx_block(void *ptr, size_t size, unsigned flags)
 {
-    sm_mctx_t c = { size, SM_MIN_ALIGN, flags, -1, ptr, 0, NULL };
+    sm_mctx_t c = { size, SM_MIN_ALIGN, flags, -1, ptr, 0, NULL, 0 };
     return c;
 }
 

@@ -17,7 +17,9 @@
  *
  * The hit path. A top layer with capability HIT (core/capability.h: a thread cache) has
  *   void *N_alloc_hit(size_t size)                       an object of >= size bytes aligned to 16, or NULL
- *   bool  N_free_hit(void *p, size_t size, unsigned flags)  true if it took p (flags: SM_F_SIZED)
+ *   bool  N_free_hit(void *p, size_t size, unsigned flags, uintptr_t *owner_word)  true if it took
+ *                                                        p (flags: SM_F_SIZED); on a miss, what
+ *                                                        it read of p's owner, for the miss
  * which touch nothing shared, change nothing when they miss, and are safe before the stack is
  * created. malloc and free then are: the hit, else one out-of-line call (a tail call) to the
  * socket's miss function, which makes every check and runs the whole stack. So the hit path tests
@@ -191,9 +193,10 @@ SM_INLINE void *sm_socket_alloc_stack(size_t size, size_t align, unsigned flags)
     return p;
 }
 
-SM_INLINE void sm_socket_free_stack(void *ptr, size_t size, unsigned flags)
+SM_INLINE void sm_socket_free_stack(void *ptr, size_t size, unsigned flags, uintptr_t owner_word)
 {
-    sm_mctx_t c = sm_mctx_block(ptr, size, flags);
+    sm_mctx_t c = sm_mctx_block(ptr, size, owner_word != SM_OWNER_UNKNOWN ? flags | SM_F_OWNER : flags);
+    c.owner_word = owner_word;
     SM_NEXT_FN(free_miss)(&c);
     sm_socket_bg_check();
 }
@@ -207,10 +210,10 @@ static __attribute__((noinline)) void *sm_socket_alloc_miss(size_t size, size_t 
     return sm_socket_alloc_stack(size, align, flags);
 }
 
-static __attribute__((noinline)) void sm_socket_free_miss(void *ptr, size_t size, unsigned flags)
+static __attribute__((noinline)) void sm_socket_free_miss(void *ptr, size_t size, unsigned flags, uintptr_t owner_word)
 {
     (void)sm_socket_ready(); /* a failed start-up leaves the free to the stack, as it always was */
-    sm_socket_free_stack(ptr, size, flags);
+    sm_socket_free_stack(ptr, size, flags, owner_word);
 }
 
 /* The one allocation path every API function funnels into: the top layer's hit path, else the
@@ -232,12 +235,13 @@ SM_HOT void sm_socket_free(void *ptr, size_t size, unsigned flags)
     if (!ptr)
         return;
     if (!SM_HAS_CAP(SM_NEXT, SM_CAP_HIT)) {
-        sm_socket_free_stack(ptr, size, flags);
+        sm_socket_free_stack(ptr, size, flags, SM_OWNER_UNKNOWN);
         return;
     }
-    if (sm_likely(SM_NEXT_FN(free_hit)(ptr, size, flags)))
+    uintptr_t owner_word = SM_OWNER_UNKNOWN;
+    if (sm_likely(SM_NEXT_FN(free_hit)(ptr, size, flags, &owner_word)))
         return;
-    sm_socket_free_miss(ptr, size, flags);
+    sm_socket_free_miss(ptr, size, flags, owner_word); /* what the hit read of p's owner goes along */
 }
 
 /* Usable size of an owned block; 0 (after reporting) for a pointer no layer owns. */

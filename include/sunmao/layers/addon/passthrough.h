@@ -45,14 +45,18 @@ SM_INLINE void SM_FN(fork_child)(void) { SM_NEXT_FN(fork_child)(); }
 
 /* Every capability, forwarded: the layer offers what its next layer offers. */
 SM_HOT void *SM_FN(alloc_hit)(size_t size) { return SM_NEXT_FN(alloc_hit)(size); }
-SM_HOT bool SM_FN(free_hit)(void *p, size_t size, unsigned flags) { return SM_NEXT_FN(free_hit)(p, size, flags); }
+SM_HOT bool SM_FN(free_hit)(void *p, size_t size, unsigned flags, uintptr_t *owner_word)
+{
+    return SM_NEXT_FN(free_hit)(p, size, flags, owner_word);
+}
 SM_INLINE void *SM_FN(alloc_miss)(sm_mctx_t *c) { return SM_NEXT_FN(alloc_miss)(c); }
 SM_INLINE void SM_FN(free_miss)(sm_mctx_t *c) { SM_NEXT_FN(free_miss)(c); }
 enum { SM_FN(batch_classes) = SM_PROP(SM_NEXT, batch_classes), SM_FN(batch_max_size) = SM_PROP(SM_NEXT, batch_max_size) };
 SM_INLINE unsigned SM_FN(alloc_batch)(sm_mctx_t *c, void **out, unsigned n) { return SM_NEXT_FN(alloc_batch)(c, out, n); }
 SM_INLINE void SM_FN(free_batch)(void **blocks, unsigned n) { SM_NEXT_FN(free_batch)(blocks, n); }
-SM_HOT unsigned SM_FN(block_slot)(const void *p) { return SM_NEXT_FN(block_slot)(p); }
-SM_INLINE bool SM_FN(block_local)(const void *p, sm_mctx_t *c) { return SM_NEXT_FN(block_local)(p, c); }
+SM_HOT uintptr_t SM_FN(block_owner)(const void *p) { return SM_NEXT_FN(block_owner)(p); }
+SM_HOT unsigned SM_FN(owner_slot)(const void *p, uintptr_t w) { return SM_NEXT_FN(owner_slot)(p, w); }
+SM_INLINE bool SM_FN(owner_local)(const void *p, uintptr_t w, sm_mctx_t *c) { return SM_NEXT_FN(owner_local)(p, w, c); }
 SM_INLINE void *SM_FN(split)(sm_mctx_t *c, size_t n) { return SM_NEXT_FN(split)(c, n); }
 SM_INLINE bool SM_FN(remap)(sm_mctx_t *c, size_t n) { return SM_NEXT_FN(remap)(c, n); }
 

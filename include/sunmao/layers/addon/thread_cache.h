@@ -23,8 +23,9 @@
  *                 still in the cache is caught (one load, compare and store more per free, one store
  *                 more per malloc); 0 trusts the program, as TCMalloc does.
  * Requires of the next layer (core/capability.h; a compile error names what is missing): BATCH
- * (refills and releases), OWNER (an unsized free's list is block_slot(p); block_local is asked on a
- * free's slow path only), and the same sizeclass policy. Offers HIT: alloc_hit, free_hit (below).
+ * (refills and releases), OWNER (an unsized free's list is owner_slot(p, block_owner(p)), its one
+ * lookup, whose word the miss reuses and passes down; owner_local is asked on a free's slow path
+ * only), and the same sizeclass policy. Offers HIT: alloc_hit, free_hit (below).
  * Properties: thread_safe = the next layer's (the caches are per thread), min_align = the next
  * layer's, zeroed 0 (cached objects hold old data; the socket clears calloc's).
  * @check: <sunmao/policies/sync/spinlock.h> <sunmao/policies/sizeclass/tc.h> <sunmao/policies/err/warn.h> SM_LAYER=s SM_NEXT=fake_next SM_SYNC=spinlock SM_SIZECLASS=tc SM_ERR=warn <sunmao/layers/core/slab_lk.h> SM_LAYER=t SM_NEXT=s SM_SIZECLASS=tc SM_ERR=warn
@@ -35,7 +36,7 @@
  * list empty and every limit 0, so every rare condition costs the hit path a test it makes anyway:
  *   malloc  slot = slot_of[(size + 15) / 16] (16 x the class: the list's offset in the cache);
  *           if (list.head) pop it and return it
- *   free    slot = the size's (SM_F_SIZED), or the next layer's block_slot(p), or 16 x class_count
+ *   free    slot = the size's (SM_F_SIZED), or the next layer's owner_slot, or 16 x class_count
  *           (a sentinel list whose limit is always 0) for a block of no cached class;
  *           if (list.count < list.limit && p is not tagged as cached) push p and return
  * No lock, no atomic read-modify-write, no syscall, no division; a miss changes nothing. Aligned
@@ -98,8 +99,8 @@
 _Static_assert(SM_SIZE_USER, "thread_cache: SM_SIZE_USER must be 1: a thread cache serves the program's requests");
 
 SM_REQUIRE_CAP(BATCH, "refills and releases move objects of one class in batches");
-SM_REQUIRE_CAP(OWNER, "an unsized free finds its list with block_slot");
-/* The lists are the next layer's classes: block_slot's answers index them. */
+SM_REQUIRE_CAP(OWNER, "an unsized free finds its list with owner_slot");
+/* The lists are the next layer's classes: owner_slot's answers index them. */
 _Static_assert((long)SM_PROP(SM_NEXT, batch_classes) == (long)SM_SIZECLASS_FN(count) &&
                    (long)SM_PROP(SM_NEXT, batch_max_size) == (long)SM_SIZECLASS_FN(max_size),
                SM_STR(SM_LAYER) ": its sizeclass policy differs from that of its next layer " SM_STR(SM_NEXT)
@@ -196,7 +197,7 @@ SM_HOT void SM_FN(list_push)(const struct SM_FN(cache) *cache, struct SM_FN(list
  * Each is a few loads and stores on the thread's own cache, with one test per way to miss; on a
  * miss it changes nothing and answers NULL / false. They read only the TLS pointer (the empty
  * cache until this thread's first slow path), the tables (all 0 until built) and, for an unsized
- * free, the next layer's block_slot, so they are safe before the stack is created: a socket may
+ * free, the next layer's owner word, so they are safe before the stack is created: a socket may
  * call them first and run its start-up only on their misses (sockets/libc_api.h). */
 
 /* Takes head, the first object of list l, off the list (the low-water mark follows). */
@@ -244,18 +245,35 @@ SM_HOT void *SM_FN(aligned_hit)(size_t size, size_t align)
  * sentinel) for a block the cache does not take. A sized free is trusted: its block joins the list
  * of size_to_class(size), never larger than the block; what matters is that it holds a class's
  * worth of bytes at a 16-byte alignment. Before the tables exist a sized free gets class 0,
- * harmless as for class_of. An unsized free asks the next layer's block_slot, which names the class
- * of one of its objects in one page-map lookup (not getmeta: the free needs the list, not the size). */
-SM_HOT unsigned SM_FN(free_slot)(void *p, size_t size, unsigned flags)
+ * harmless as for class_of. An unsized free reads p's owner word from the next layer (one page-map
+ * lookup, kept in *owner_word for a miss) and asks it the class (not getmeta: the free needs the
+ * list, not the size). */
+SM_HOT unsigned SM_FN(free_slot)(void *p, size_t size, unsigned flags, uintptr_t *owner_word)
 {
     if (flags & SM_F_SIZED)
         return SM_FN(handles_size)(size) ? SM_FN(slot_of)(size) : (unsigned)SM_FN(class_count) << 4;
-    return SM_NEXT_FN(block_slot)(p);
+    uintptr_t w = SM_NEXT_FN(block_owner)(p);
+    *owner_word = w; /* for the miss, if there is one: the request's only lookup */
+    return SM_NEXT_FN(owner_slot)(p, w);
 }
 
-SM_INLINE unsigned SM_FN(free_class)(void *p, size_t size, unsigned flags)
+/* p's owner word on a slow path: the one the hit path read, else one lookup now, kept in c for
+ * the layers below (core/capability.h, OWNER). */
+SM_INLINE uintptr_t SM_FN(owner_word)(sm_mctx_t *c)
 {
-    return SM_FN(free_slot)(p, size, flags) >> 4;
+    if (!(c->flags & SM_F_OWNER)) {
+        c->owner_word = SM_NEXT_FN(block_owner)(c->ptr);
+        c->flags |= SM_F_OWNER;
+    }
+    return c->owner_word;
+}
+
+/* A slow path's free_slot, as a class, with no second lookup. */
+SM_INLINE unsigned SM_FN(free_class)(sm_mctx_t *c)
+{
+    if (c->flags & SM_F_SIZED)
+        return SM_FN(handles_size)(c->size) ? SM_FN(slot_of)(c->size) >> 4 : SM_FN(class_count);
+    return SM_NEXT_FN(owner_slot)(c->ptr, SM_FN(owner_word)(c)) >> 4;
 }
 
 /* Pushes p on the list at byte offset `slot` if it has room and p is not tagged as cached already. */
@@ -270,10 +288,11 @@ SM_HOT bool SM_FN(push)(void *p, unsigned slot)
     return true;
 }
 
-/* free's hit: true if p (non-NULL; size and flags as in the context) went onto its list. */
-SM_HOT bool SM_FN(free_hit)(void *p, size_t size, unsigned flags)
+/* free's hit: true if p (non-NULL; size and flags as in the context) went onto its list; on a
+ * miss, *owner_word holds p's owner word if it was read (an unsized free). */
+SM_HOT bool SM_FN(free_hit)(void *p, size_t size, unsigned flags, uintptr_t *owner_word)
 {
-    return SM_FN(push)(p, SM_FN(free_slot)(p, size, flags));
+    return SM_FN(push)(p, SM_FN(free_slot)(p, size, flags, owner_word));
 }
 
 /* The slow paths the misses call. */
@@ -312,7 +331,7 @@ SM_INLINE void *SM_FN(alloc_miss)(sm_mctx_t *c)
 SM_INLINE void SM_FN(free_miss)(sm_mctx_t *c)
 {
     /* A block of no cached class goes down without creating a cache for this thread. */
-    if (SM_FN(free_class)(c->ptr, c->size, c->flags) < SM_FN(class_count) && SM_FN(overflow)(c))
+    if (SM_FN(free_class)(c) < SM_FN(class_count) && SM_FN(overflow)(c))
         return;
     SM_NEXT_FN(free)(c);
 }
@@ -329,8 +348,13 @@ SM_INLINE void *SM_FN(alloc)(sm_mctx_t *c)
 
 SM_INLINE void SM_FN(free)(sm_mctx_t *c)
 {
-    if (sm_likely(SM_FN(free_hit)(c->ptr, c->size, c->flags)))
+    uintptr_t w = SM_OWNER_UNKNOWN;
+    if (sm_likely(SM_FN(free_hit)(c->ptr, c->size, c->flags, &w)))
         return;
+    if (w != SM_OWNER_UNKNOWN) {
+        c->owner_word = w;
+        c->flags |= SM_F_OWNER;
+    }
     SM_FN(free_miss)(c);
 }
 

@@ -24,8 +24,9 @@
  *                     uses shard 0.
  * Properties: thread_safe from the sync policy, min_align 16, zeroed 0.
  * Capabilities (core/capability.h; slab_lk/batch.h): BATCH (alloc_batch under one acquisition of a
- * class lock, free_batch with runs of one class under one lock) and OWNER (block_slot from one
- * owner-map lookup; block_local false for a slab of another CPU's shard). Also L_block_class(p).
+ * class lock, free_batch with runs of one class under one lock) and OWNER (block_owner: one
+ * owner-map lookup; owner_slot; owner_local false for a slab of another CPU's shard). A free that
+ * carries its word (c->owner_word) is not looked up again. Also L_block_slot(p), L_block_class(p).
  *
  * Invariants:
  * - A slab is one block of the next layer, aligned to its size, its descriptor at its start. Every
@@ -279,7 +280,10 @@ SM_INLINE void *SM_FN(alloc)(sm_mctx_t *c)
 
 SM_INLINE void SM_FN(free)(sm_mctx_t *c)
 {
-    uintptr_t w = SM_FN(lookup)(c->ptr);
+    /* the word a thread cache above read, if it read one (core/capability.h, OWNER); the layers
+     * below get no word of ours */
+    uintptr_t w = (c->flags & SM_F_OWNER) ? c->owner_word : SM_FN(lookup)(c->ptr);
+    c->flags &= ~(unsigned)SM_F_OWNER;
     if (!w) {
         SM_NEXT_FN(free)(c);
         return;

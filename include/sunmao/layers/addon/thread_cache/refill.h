@@ -9,7 +9,7 @@
  * not share lines. Growth is paid from the byte budget (grow), which asks the reclaim policy for a
  * collection under pressure when it runs out. A free's slow path also catches double frees of
  * cached objects (on_list) and hands back a block of another CPU's slab instead of caching it
- * (block_local). Figures: docs/layers.md, thread_cache. A part of layers/addon/thread_cache.h,
+ * (owner_local). Figures: docs/layers.md, thread_cache. A part of layers/addon/thread_cache.h,
  * which includes it after its other parts (no include guard).
  * Included alone, as tools/check-headers.sh does, it instantiates the whole layer.
  * @check: <sunmao/policies/sync/spinlock.h> <sunmao/policies/sizeclass/tc.h> <sunmao/policies/err/warn.h> SM_LAYER=s SM_NEXT=fake_next SM_SYNC=spinlock SM_SIZECLASS=tc SM_ERR=warn <sunmao/layers/core/slab_lk.h> SM_LAYER=t SM_NEXT=s SM_SIZECLASS=tc SM_ERR=warn
@@ -122,12 +122,10 @@ SM_SLOWPATH bool SM_FN(on_list)(const struct SM_FN(list) *l, const void *p)
 SM_SLOWPATH bool SM_FN(overflow)(sm_mctx_t *c)
 {
     void *p = c->ptr;
-    size_t size = c->size;
-    unsigned flags = c->flags;
     struct SM_FN(cache) *cache = SM_FN(cache_get)();
     if (!cache)
         return false;
-    unsigned cls = SM_FN(free_class)(p, size, flags); /* again: the hit path may have read an unbuilt table */
+    unsigned cls = SM_FN(free_class)(c); /* again: the hit path may have read an unbuilt table */
     if (cls >= SM_FN(class_count) || !SM_FN(obj).class_bytes[cls])
         return false;
     struct SM_FN(list) *l = &cache->list[cls];
@@ -149,7 +147,7 @@ SM_SLOWPATH bool SM_FN(overflow)(sm_mctx_t *c)
         if (SM_RECLAIM_FN(low_water) && l->low > l->count)
             l->low = (uint16_t)l->count;
     }
-    if (!SM_NEXT_FN(block_local)(p, c)) {
+    if (!SM_NEXT_FN(owner_local)(p, SM_FN(owner_word)(c), c)) {
         /* Another CPU's slab: kept here, p would be this thread's next object of its class while
          * its neighbours are in use on that CPU (passive false sharing). Asked only here, after a
          * full list made room (else every free of the class would come here while it is full):

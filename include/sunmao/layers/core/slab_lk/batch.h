@@ -4,11 +4,12 @@
  * acquisition each, with every block resolved to (slab, index) and validated before the lock is
  * taken, so the lock covers the bitmap updates alone: it is what the threads of a burst-heavy
  * program wait on. Both validate as alloc and free do; blocks that are not this layer's go to the
- * next layer's free one by one. OWNER: block_slot, the class of an object as the offset of its
- * 16-byte table entry, from one owner-map lookup and the geometry check (the free hit path of a
- * thread cache waits on it); block_local, whether a block belongs to the calling CPU's shard.
- * A part of slab_lk.h (included after alloc and free); defines L_alloc_batch, L_free_batch,
- * L_block_slot, L_block_class, L_block_local. Included alone, as tools/check-headers.sh does, it
+ * next layer's free one by one. OWNER: block_owner, an object's owner-map word (one lookup);
+ * owner_slot, from the word, the class of an object as the offset of its 16-byte table entry, after
+ * the geometry check (the free hit path of a thread cache waits on both); owner_local, whether a
+ * block belongs to the calling CPU's shard. A part of slab_lk.h (included after alloc and free);
+ * defines L_alloc_batch, L_free_batch, L_block_owner, L_owner_slot, L_owner_local, L_block_slot,
+ * L_block_class. Included alone, as tools/check-headers.sh does, it
  * instantiates the whole layer.
  * @check: SM_LAYER=t <sunmao/policies/sync/spinlock.h> SM_SYNC=spinlock <sunmao/policies/sizeclass/tc.h> SM_SIZECLASS=tc <sunmao/policies/err/warn.h> SM_ERR=warn
  * @check-next: fake */
@@ -150,35 +151,41 @@ SM_INLINE void SM_FN(free_batch)(void **blocks, unsigned n)
     }
 }
 
-/* A thread cache's unsized free: which list p goes on, as the class's slot, 16 x the class: the byte
- * offset of the class's entry in a table of 16-byte entries (the geometry here, a thread cache's
- * lists), so neither side multiplies. One owner-map lookup and the geometry check, nothing else (no
+/* OWNER's lookup: p's word in the owner map (0: not this layer's). One load through the window. */
+SM_HOT uintptr_t SM_FN(block_owner)(const void *p) { return SM_FN(lookup)(p); }
+
+/* A thread cache's unsized free: which list p goes on, given its word w, as the class's slot, 16 x
+ * the class: the byte offset of the class's entry in a table of 16-byte entries (the geometry here,
+ * a thread cache's lists), so neither side multiplies. The geometry check and nothing else (no
  * size, no descriptor): the free's chain from the pointer to its list's address is the map's load
  * and one zero-extension. 16 x class_count means "not one of my objects": not owned, or not an
  * object start. */
-SM_HOT unsigned SM_FN(block_slot)(const void *p)
+SM_HOT unsigned SM_FN(owner_slot)(const void *p, uintptr_t w)
 {
-    uintptr_t w = SM_FN(lookup)(p);
     unsigned slot = SM_FN(word_slot)(w);
     const struct SM_FN(geo) *g = (const struct SM_FN(geo) *)((const char *)SM_FN(geometry) + slot);
     _Static_assert(sizeof(struct SM_FN(geo)) == 16, "slab_lk: a slot is the offset of a 16-byte geometry entry");
     if (sm_likely(w != 0) && sm_likely(SM_FN(object_index)(g, w, p) < g->nobjs))
         return slot;
-    return SM_FN(class_count) << 4;
+    /* A branch the CPU predicts and runs past, not a select (cmov) of the sentinel, which would make
+     * a thread cache's list address wait for the check's multiply and rotate (docs/architecture.md,
+     * the free walk). A volatile asm cannot be executed speculatively: this stays a branch. */
+    unsigned none = SM_FN(class_count) << 4;
+    __asm__ volatile("" : "+r"(none));
+    return none;
 }
 
-/* The class of the object starting at p, or class_count (block_slot's answer, as a class). */
+/* The slot and the class of the object starting at p (owner_slot after a lookup). */
+SM_INLINE unsigned SM_FN(block_slot)(const void *p) { return SM_FN(owner_slot)(p, SM_FN(lookup)(p)); }
 SM_INLINE unsigned SM_FN(block_class)(const void *p) { return SM_FN(block_slot)(p) >> 4; }
 
-/* False for a block of a slab under another CPU's shard than c's (slab_lk/shards.h): a slow path's
- * question (the CPU, and a descriptor load). */
-SM_INLINE bool SM_FN(block_local)(const void *p, sm_mctx_t *c)
+/* False for a block of a slab under another CPU's shard than c's (slab_lk/shards.h), given its word
+ * w: a slow path's question (the CPU, and a descriptor load). */
+SM_INLINE bool SM_FN(owner_local)(const void *p, uintptr_t w, sm_mctx_t *c)
 {
-    if (SM_FN(shards) == 1)
-        return true;
-    uintptr_t w = SM_FN(lookup)(p);
-    if (!w)
-        return true; /* not a slab's: nothing to say */
+    (void)p;
+    if (SM_FN(shards) == 1 || !w)
+        return true; /* one shard, or not a slab's: nothing to say */
     const struct SM_FN(slab) *s = SM_FN(word_slab)(w, &SM_FN(geometry)[SM_FN(word_cls)(w)]);
     return SM_FN(home_is_here)(__atomic_load_n(&s->home, __ATOMIC_RELAXED), c);
 }

@@ -1,7 +1,7 @@
 /* Critical sections go through the sync policy (contract v2): tlsf_glk and buddy_glk hand every
  * request's section to atomic_exec, which may run it on another thread, as a combining policy does.
  * So do brk_heap, sheap, mmap_heap (whose carving must leave the caller's thread-local region to
- * the caller) and decay_cache. Here a test policy, `remote`, runs every section on a server thread
+ * the caller), decay_cache and slab_lk (alloc, free, both batches, with two CPU shards). Here a test policy, `remote`, runs every section on a server thread
  * (the shape of remote core locking) and checks that the caller never runs one. The layers must
  * still give the caller its results, set the caller's errno on out of memory, and raise a bad free
  * once, on the caller's thread, after the section. */
@@ -10,6 +10,7 @@
 #include <stdbool.h>
 #include <string.h>
 #include <sunmao/policies/err/callback.h>
+#include <sunmao/policies/sizeclass/tc.h>
 #include "tests/support/check.h"
 
 /* ---- the `remote` sync policy (test only) ---- */
@@ -105,6 +106,17 @@ SM_UNUSED static inline void sm_sync_remote_atomic_exec(sm_sync_remote_t *l, voi
 #define SM_ERR callback
 #define SM_OPT_THREAD_HEAP_SIZE ((size_t)16 << 20)
 #include <sunmao/os/mmap_heap.h>
+
+#define SM_LAYER fs
+#include "tests/support/fake_next.h"
+#define SM_LAYER objs
+#define SM_NEXT fs
+#define SM_SYNC remote
+#define SM_SIZECLASS tc
+#define SM_ERR callback
+#define SM_SIZE_MAX (8u << 10)
+#define SM_OPT_SHARDS 2
+#include <sunmao/layers/core/slab_lk.h>
 
 static struct { int calls; sm_err_kind_t kind; bool on_server; } raised;
 static void on_error(sm_err_kind_t kind, const char *layer, const void *ptr, const char *detail)
@@ -224,13 +236,83 @@ static void decay_cache_sections_run_remotely(void)
     large_free(&f);
 }
 
+/* slab_lk: objects and batches of them in sections on the server, contents kept; out of memory and
+ * bad frees reach the caller. */
+static void slab_sections_run_remotely(void)
+{
+    enum { N = 300, B = 40 };
+    void *p[N], *batch[B];
+    size_t n[N];
+    unsigned long before = server.ran;
+    for (int i = 0; i < N; i++) {
+        n[i] = 1 + (size_t)(i * 7919) % (8u << 10);
+        sm_mctx_t c = sm_mctx_alloc(n[i], 16, 0);
+        p[i] = objs_alloc(&c);
+        CHECKF(p[i] != NULL, "alloc %d of %zu bytes", i, n[i]);
+        if (p[i])
+            check_fill(p[i], n[i], (unsigned)i);
+    }
+    sm_mctx_t c = sm_mctx_alloc(96, 16, 0);
+    unsigned got = objs_alloc_batch(&c, batch, B);
+    CHECKF(got == B, "batch of %u", got);
+    for (unsigned i = 0; i < got; i++)
+        check_fill(batch[i], 96, 1000 + i);
+    for (int i = 0; i < N; i++) {
+        CHECKF(p[i] && check_verify(p[i], n[i], (unsigned)i), "object %d lost its contents", i);
+        sm_mctx_t f = sm_mctx_block(p[i], 0, 0);
+        objs_free(&f);
+    }
+    for (unsigned i = 0; i < got; i++)
+        CHECKF(check_verify(batch[i], 96, 1000 + i), "batch object %u lost its contents", i);
+    objs_free_batch(batch, got);
+    CHECKF(server.ran >= before + 2 * N + 2, "%lu sections ran on the server", server.ran - before);
+    CHECK(fs_obj.bad_frees == 0);
+}
+
+static void slab_out_of_memory_and_bad_frees(void)
+{
+    fs_obj.limit_bytes = fs_obj.live_bytes + 1;
+    errno = 0;
+    sm_mctx_t c = sm_mctx_alloc(4000, 16, 0); /* a class with no slab yet */
+    void *q = objs_alloc(&c);
+    int err = errno;
+    void *out[4];
+    errno = 0;
+    unsigned got = objs_alloc_batch(&c, out, 4);
+    int batch_err = errno;
+    fs_obj.limit_bytes = 0;
+    CHECKF(q == NULL && err == ENOMEM, "out of memory gave %p, errno %d in the caller", q, err);
+    CHECKF(got == 0 && batch_err == ENOMEM, "out of memory: batch of %u, errno %d in the caller", got, batch_err);
+    c = sm_mctx_alloc(200, 16, 0);
+    char *o = (char *)objs_alloc(&c);
+    CHECK(o != NULL);
+    memset(&raised, 0, sizeof raised);
+    sm_mctx_t f = sm_mctx_block(o + 16, 0, 0);
+    objs_free(&f);
+    CHECKF(raised.calls == 1 && raised.kind == SM_ERR_INVALID_FREE && !raised.on_server,
+           "interior free raised %d times (kind %d, on the server: %d)", raised.calls, raised.kind, raised.on_server);
+    f = sm_mctx_block(o, 0, 0);
+    objs_free(&f);
+    memset(&raised, 0, sizeof raised);
+    f = sm_mctx_block(o, 0, 0);
+    objs_free(&f);
+    CHECKF(raised.calls == 1 && raised.kind == SM_ERR_DOUBLE_FREE && !raised.on_server,
+           "double free raised %d times (kind %d, on the server: %d)", raised.calls, raised.kind, raised.on_server);
+    memset(&raised, 0, sizeof raised);
+    void *twice[1] = { o };
+    objs_free_batch(twice, 1);
+    CHECKF(raised.calls == 1 && raised.kind == SM_ERR_DOUBLE_FREE && !raised.on_server,
+           "double free in a batch raised %d times (kind %d, on the server: %d)", raised.calls, raised.kind,
+           raised.on_server);
+}
+
 int main(void)
 {
     check_begin("sync_sections");
     sm_err_callback_set(on_error);
     CHECK(pthread_create(&server.thread, NULL, server_main, NULL) == 0);
     CHECK(heap_create() == 0 && pages_create() == 0 && brk_create() == 0 && pool_create() == 0 &&
-          large_create() == 0 && mapped_create() == 0);
+          large_create() == 0 && mapped_create() == 0 && objs_create() == 0);
     RUN_CASE(tlsf_sections_run_remotely);
     RUN_CASE(buddy_sections_run_remotely);
     RUN_CASE(tlsf_out_of_memory_reaches_the_caller);
@@ -244,5 +326,7 @@ int main(void)
     RUN_CASE(mmap_heap_sections_run_remotely);
     RUN_CASE(mmap_heap_bad_frees_raised_by_the_caller);
     RUN_CASE(decay_cache_sections_run_remotely);
+    RUN_CASE(slab_out_of_memory_and_bad_frees); /* first: its class has no slab yet */
+    RUN_CASE(slab_sections_run_remotely);
     return check_end();
 }

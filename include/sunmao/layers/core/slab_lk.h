@@ -23,8 +23,8 @@
  *   SM_OPT_SHARD_MAX  classes larger than this are not sharded (default SM_SIZE_MAX): every CPU
  *                     uses shard 0.
  * Properties: thread_safe from the sync policy, min_align 16, zeroed 0.
- * Capabilities (core/capability.h; slab_lk/batch.h): BATCH (alloc_batch under one acquisition of a
- * class lock, free_batch with runs of one class under one lock) and OWNER (block_owner: one
+ * Capabilities (core/capability.h; slab_lk/batch.h): BATCH (alloc_batch in one critical section of
+ * a class, free_batch with runs of one class in one section each) and OWNER (block_owner: one
  * owner-map lookup; owner_slot; owner_local false for a slab of another CPU's shard). A free that
  * carries its word (c->owner_word) is not looked up again. Also L_block_slot(p), L_block_class(p).
  *
@@ -40,8 +40,10 @@
  * - A slab holding a live object is never released: its descriptor's fields from `objects` to
  *   `bytes` and its class's geometry are immutable and read without a lock.
  * - A slab is under one class struct (s->home, its shard's); a steal moves it with both locks held.
- * Lock order: class lock -> map lock -> next layer's locks, only. A steal only tries another shard's
- * class lock; eviction and release(ALL) run with no lock held and take one class lock at a time.
+ * Lock order: class lock -> map lock -> next layer's locks, only. Every request path hands its
+ * class's critical section to the sync policy's atomic_exec (a combining policy may run it on
+ * another thread); a steal only tries another shard's class lock, from inside a section; eviction
+ * and release(ALL) run with no lock held and take one class at a time.
  * A free racing with the release of the slab it points into is a double free the map cannot always
  * catch.
  * Parts, in layers/core/slab_lk/ and included below (by this template only): geometry.h (class
@@ -156,6 +158,7 @@ static struct {
     SM_SYNC_FN(t) map_lock;  /* owner-map updates: slabs of different classes come and go at once */
     SM_RETAIN_FN(t) retain;  /* the retain policy's count of kept slabs (atomics) */
     size_t map_nodes;        /* owner-map leaves held from the metadata route; map lock */
+    void *bad_slab;          /* a misaligned slab the next layer gave inside a section, to report */
     struct SM_FN(class) cls[SM_FN(shards) * SM_FN(class_count)]; /* shard-major (slab_lk/shards.h) */
     uintptr_t *map[SM_PAGEMAP2_ROOT_LEN(SM_FN(map_shift))];       /* the owner map (slab_lk/map.h) */
 } SM_FN(obj) = {
@@ -166,6 +169,15 @@ static struct {
 SM_SLOWPATH void SM_FN(report)(sm_err_kind_t kind, const void *p, const char *detail)
 {
     SM_ERR_FN(raise)(kind, SM_LAYER_NAME, p, detail);
+}
+
+/* A section found a slab from the next layer misaligned (slab_lk/slabs.h) and could not raise it
+ * there; the request's thread does, after the section, once per such slab. */
+SM_SLOWPATH void SM_FN(report_bad_slab)(void)
+{
+    void *bad = __atomic_exchange_n(&SM_FN(obj).bad_slab, NULL, __ATOMIC_RELAXED);
+    if (sm_unlikely(bad != NULL))
+        SM_FN(report)(SM_ERR_BAD_REQUEST, bad, "the next layer returned a slab not aligned to its size");
 }
 
 /* Class lock held (npartial is read without it, hence the atomic store). */
@@ -253,6 +265,39 @@ SM_INLINE bool SM_FN(put_locked)(struct SM_FN(class) *k, struct SM_FN(slab) *s, 
     return true;
 }
 
+/* Critical sections, handed to the sync policy's atomic_exec, which may run them on another thread
+ * (a combining policy): they set no errno and raise nothing; results travel back in the argument.
+ * A section may take the map lock (class -> map order), call the next layer (a new slab) and
+ * trylock another shard's class lock (a steal), which never waits, so no two sections can wait on
+ * each other. */
+struct SM_FN(cs_alloc) { struct SM_FN(class) *k; unsigned cls; void *ptr; };
+SM_INLINE void SM_FN(cs_alloc)(void *arg)
+{
+    struct SM_FN(cs_alloc) *a = (struct SM_FN(cs_alloc) *)arg;
+    struct SM_FN(slab) *s = a->k->partial;
+    if (sm_unlikely(!s) && !(s = SM_FN(refill)(a->k, a->cls))) {
+        a->ptr = NULL;
+        return;
+    }
+    a->ptr = SM_FN(take_locked)(a->k, s);
+}
+
+/* A free of object idx of slab s under class k, the slab's home when the caller looked; moved: it
+ * was stolen since, and the caller tries again under its new home. */
+struct SM_FN(cs_free) {
+    struct SM_FN(class) *k;
+    struct SM_FN(slab) *s, *release;
+    size_t idx;
+    bool moved, freed, evict;
+};
+SM_INLINE void SM_FN(cs_free)(void *arg)
+{
+    struct SM_FN(cs_free) *f = (struct SM_FN(cs_free) *)arg;
+    f->moved = SM_FN(shards) > 1 && sm_unlikely(__atomic_load_n(&f->s->home, __ATOMIC_RELAXED) != f->k);
+    if (!f->moved)
+        f->freed = SM_FN(put_locked)(f->k, f->s, f->idx, &f->release, &f->evict);
+}
+
 SM_INLINE void *SM_FN(alloc)(sm_mctx_t *c)
 {
     if (!SM_FN(serves)(c))
@@ -265,17 +310,13 @@ SM_INLINE void *SM_FN(alloc)(sm_mctx_t *c)
         if (cls >= SM_FN(class_count))
             return SM_NEXT_FN(alloc)(c);
     }
-    struct SM_FN(class) *k = SM_FN(class_here)(cls, c);
-    SM_SYNC_FN(lock)(&k->lock);
-    struct SM_FN(slab) *s = k->partial;
-    if (sm_unlikely(!s) && !(s = SM_FN(refill)(k, cls))) {
-        SM_SYNC_FN(unlock)(&k->lock);
+    struct SM_FN(cs_alloc) a = { SM_FN(class_here)(cls, c), cls, NULL };
+    SM_SYNC_FN(atomic_exec)(&a.k->lock, SM_FN(cs_alloc), &a);
+    if (sm_unlikely(!a.ptr)) {
+        SM_FN(report_bad_slab)();
         errno = ENOMEM;
-        return c->ptr = NULL;
     }
-    void *p = SM_FN(take_locked)(k, s);
-    SM_SYNC_FN(unlock)(&k->lock);
-    return c->ptr = p;
+    return c->ptr = a.ptr;
 }
 
 SM_INLINE void SM_FN(free)(sm_mctx_t *c)
@@ -299,17 +340,16 @@ SM_INLINE void SM_FN(free)(sm_mctx_t *c)
         SM_FN(report)(SM_ERR_INVALID_FREE, c->ptr, "sized free larger than the block's size class; ignored");
         return;
     }
-    struct SM_FN(slab) *s = SM_FN(word_slab)(w, g);
-    struct SM_FN(slab) *release = NULL;
-    bool evict = false;
-    struct SM_FN(class) *k = SM_FN(lock_home)(s);
-    bool freed = SM_FN(put_locked)(k, s, idx, &release, &evict);
-    SM_SYNC_FN(unlock)(&k->lock);
-    if (sm_unlikely(!freed))
+    struct SM_FN(cs_free) f = { NULL, SM_FN(word_slab)(w, g), NULL, idx, false, false, false };
+    do { /* home is read, then checked in the section: a steal may have moved the slab */
+        f.k = __atomic_load_n(&f.s->home, __ATOMIC_RELAXED);
+        SM_SYNC_FN(atomic_exec)(&f.k->lock, SM_FN(cs_free), &f);
+    } while (sm_unlikely(f.moved));
+    if (sm_unlikely(!f.freed))
         SM_FN(report)(SM_ERR_DOUBLE_FREE, c->ptr, "object is already free; ignored");
-    if (release)
-        SM_FN(slab_release)(release);
-    if (sm_unlikely(evict))
+    if (f.release)
+        SM_FN(slab_release)(f.release);
+    if (sm_unlikely(f.evict))
         SM_FN(evict)();
 }
 

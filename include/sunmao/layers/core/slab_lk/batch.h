@@ -1,8 +1,8 @@
 /* slab_lk/batch.h: the capabilities slab_lk offers a thread cache above it (core/capability.h).
- * BATCH: alloc_batch takes up to n objects of one class under one acquisition of the class lock,
- * a bitmap word at a time; free_batch frees runs of blocks of one class (and one shard) under one
- * acquisition each, with every block resolved to (slab, index) and validated before the lock is
- * taken, so the lock covers the bitmap updates alone: it is what the threads of a burst-heavy
+ * BATCH: alloc_batch takes up to n objects of one class in one critical section of the class, a
+ * bitmap word at a time; free_batch frees runs of blocks of one class (and one shard) in one
+ * section each, with every block resolved to (slab, index) and validated before the section, so
+ * the section covers the bitmap updates alone: it is what the threads of a burst-heavy
  * program wait on. Both validate as alloc and free do; blocks that are not this layer's go to the
  * next layer's free one by one. OWNER: block_owner, an object's owner-map word (one lookup);
  * owner_slot, from the word, the class of an object as the offset of its 16-byte table entry, after
@@ -17,7 +17,46 @@
 #include "../slab_lk.h"
 #else
 
-/* Up to n objects of the class of c->size (c->align <= 16) under one acquisition of the class lock,
+struct SM_FN(cs_alloc_batch) { struct SM_FN(class) *k; unsigned cls, n, got; void **out; };
+SM_INLINE void SM_FN(cs_alloc_batch)(void *arg)
+{
+    struct SM_FN(cs_alloc_batch) *a = (struct SM_FN(cs_alloc_batch) *)arg;
+    while (a->got < a->n) {
+        struct SM_FN(slab) *s = a->k->partial;
+        if (!s && !(s = SM_FN(refill)(a->k, a->cls)))
+            break;
+        /* take_locked's work, a bitmap word at a time: the bits taken from one word are cleared
+         * with one store and counted once, so the section lasts about a ctz and an address per
+         * object. */
+        if (sm_unlikely(s == SM_FN(kept)(a->k)))
+            SM_FN(unkeep)(a->k);
+        uint32_t nfree = s->nfree;
+        size_t size = s->size;
+        do {
+            unsigned w = (unsigned)__builtin_ctzll(s->nonempty_words);
+            uint64_t bits = s->free_bits[w];
+            char *base = s->objects + (size_t)w * 64 * size;
+            unsigned before = a->got;
+            do {
+                a->out[a->got++] = base + (size_t)__builtin_ctzll(bits) * size;
+                bits &= bits - 1;
+            } while (bits && a->got < a->n);
+            s->free_bits[w] = bits;
+            if (!bits)
+                s->nonempty_words &= ~((uint64_t)1 << w);
+            nfree -= a->got - before;
+        } while (nfree && a->got < a->n);
+        s->nfree = nfree;
+        if (!nfree) { /* full: off the list (it is the head) */
+            a->k->partial = s->next;
+            if (s->next)
+                s->next->prev = NULL;
+            SM_FN(count_partial)(a->k, -1);
+        }
+    }
+}
+
+/* Up to n objects of the class of c->size (c->align <= 16) in one critical section of the class,
  * walking the partial slabs and taking new slabs as needed. Objects come out in the order a slab
  * hands them out (ascending addresses within a slab). Returns how many were stored in out: fewer
  * than n when the next layer ran out of memory, 0 with errno = ENOMEM when none could be had, and 0
@@ -29,58 +68,60 @@ SM_INLINE unsigned SM_FN(alloc_batch)(sm_mctx_t *c, void **out, unsigned n)
         errno = EINVAL;
         return 0;
     }
-    unsigned cls = SM_SIZECLASS_FN(size_to_class)(c->size), got = 0;
-    struct SM_FN(class) *k = SM_FN(class_here)(cls, c);
-    SM_SYNC_FN(lock)(&k->lock);
-    while (got < n) {
-        struct SM_FN(slab) *s = k->partial;
-        if (!s && !(s = SM_FN(refill)(k, cls)))
-            break;
-        /* take_locked's work, a bitmap word at a time: the bits taken from one word are cleared
-         * with one store and counted once, so the class lock is held for about a ctz and an
-         * address per object. */
-        if (sm_unlikely(s == SM_FN(kept)(k)))
-            SM_FN(unkeep)(k);
-        uint32_t nfree = s->nfree;
-        size_t size = s->size;
-        do {
-            unsigned w = (unsigned)__builtin_ctzll(s->nonempty_words);
-            uint64_t bits = s->free_bits[w];
-            char *base = s->objects + (size_t)w * 64 * size;
-            unsigned before = got;
-            do {
-                out[got++] = base + (size_t)__builtin_ctzll(bits) * size;
-                bits &= bits - 1;
-            } while (bits && got < n);
-            s->free_bits[w] = bits;
-            if (!bits)
-                s->nonempty_words &= ~((uint64_t)1 << w);
-            nfree -= got - before;
-        } while (nfree && got < n);
-        s->nfree = nfree;
-        if (!nfree) { /* full: off the list (it is the head) */
-            k->partial = s->next;
-            if (s->next)
-                s->next->prev = NULL;
-            SM_FN(count_partial)(k, -1);
-        }
-    }
-    SM_SYNC_FN(unlock)(&k->lock);
-    if (!got && n)
+    unsigned cls = SM_SIZECLASS_FN(size_to_class)(c->size);
+    struct SM_FN(cs_alloc_batch) a = { SM_FN(class_here)(cls, c), cls, n, 0, out };
+    SM_SYNC_FN(atomic_exec)(&a.k->lock, SM_FN(cs_alloc_batch), &a);
+    if (sm_unlikely(a.got < n))
+        SM_FN(report_bad_slab)();
+    if (!a.got && n)
         errno = ENOMEM;
-    return got;
+    return a.got;
 }
 
 enum {
-    SM_FN(batch_release_max) = 8, /* emptied slabs one lock section may set aside */
-    SM_FN(batch_run_max) = 64,    /* blocks one lock section frees */
+    SM_FN(batch_release_max) = 8, /* emptied slabs one section may set aside */
+    SM_FN(batch_run_max) = 64,    /* blocks one section frees */
 };
 
-/* Frees n blocks. A run of consecutive blocks of the same class (and slab home) is freed under one
- * acquisition of the class lock; every block is validated as free() validates it (an interior
- * pointer or a double free reaches the err policy after the lock is dropped, and is ignored).
- * Blocks this layer does not own go to the next layer's free one by one. The order of `blocks` is
- * kept. */
+/* A run of m blocks (slab, index) of one class whose slabs were under k when the run was built.
+ * Frees them in order until one was stolen since (its home is no longer k), one is already free
+ * (double_freed: its position in the run), or release[] is full; done: how many it dealt with. */
+struct SM_FN(cs_free_run) {
+    struct SM_FN(class) *k;
+    struct SM_FN(slab) **run_slab;
+    const uint16_t *run_idx;
+    unsigned m, done, nrelease;
+    int double_freed;
+    bool evict;
+    struct SM_FN(slab) *release[SM_FN(batch_release_max)];
+};
+SM_INLINE void SM_FN(cs_free_run)(void *arg)
+{
+    struct SM_FN(cs_free_run) *r = (struct SM_FN(cs_free_run) *)arg;
+    unsigned j = 0;
+    for (; j < r->m; j++) {
+        struct SM_FN(slab) *emptied = NULL;
+        if (SM_FN(shards) > 1 && sm_unlikely(__atomic_load_n(&r->run_slab[j]->home, __ATOMIC_RELAXED) != r->k))
+            break; /* stolen since the run was built: this block and the rest go round again */
+        if (sm_unlikely(!SM_FN(put_locked)(r->k, r->run_slab[j], r->run_idx[j], &emptied, &r->evict))) {
+            r->double_freed = (int)j++; /* reported after the section; the run ends here */
+            break;
+        }
+        if (emptied) {
+            r->release[r->nrelease++] = emptied;
+            if (r->nrelease == SM_FN(batch_release_max)) {
+                j++;
+                break; /* out of room: release these, then start a new run */
+            }
+        }
+    }
+    r->done = j;
+}
+
+/* Frees n blocks. A run of consecutive blocks of the same class (and slab home) is freed in one
+ * critical section of the class; every block is validated as free() validates it (an interior
+ * pointer or a double free reaches the err policy after the section, and is ignored). Blocks this
+ * layer does not own go to the next layer's free one by one. The order of `blocks` is kept. */
 SM_INLINE void SM_FN(free_batch)(void **blocks, unsigned n)
 {
     unsigned i = 0;
@@ -118,35 +159,14 @@ SM_INLINE void SM_FN(free_batch)(void **blocks, unsigned n)
             run_idx[m++] = (uint16_t)idx;
             i++;
         }
-        struct SM_FN(slab) *release[SM_FN(batch_release_max)];
-        unsigned nrelease = 0, j = 0;
-        void *double_freed = NULL;
-        bool evict = false;
-        SM_SYNC_FN(lock)(&k->lock);
-        for (; j < m; j++) {
-            struct SM_FN(slab) *emptied = NULL;
-            if (SM_FN(shards) > 1 && sm_unlikely(__atomic_load_n(&run_slab[j]->home, __ATOMIC_RELAXED) != k))
-                break; /* stolen since the run was built: this block and the rest go round again */
-            if (sm_unlikely(!SM_FN(put_locked)(k, run_slab[j], run_idx[j], &emptied, &evict))) {
-                double_freed = blocks[first + j]; /* reported once unlocked; the run ends here */
-                j++;
-                break;
-            }
-            if (emptied) {
-                release[nrelease++] = emptied;
-                if (nrelease == SM_FN(batch_release_max)) {
-                    j++;
-                    break; /* out of room: release these, then start a new run */
-                }
-            }
-        }
-        SM_SYNC_FN(unlock)(&k->lock);
-        i = first + j; /* blocks of the run not freed yet go round again */
-        if (double_freed)
-            SM_FN(report)(SM_ERR_DOUBLE_FREE, double_freed, "object is already free; ignored");
-        for (unsigned r = 0; r < nrelease; r++)
-            SM_FN(slab_release)(release[r]);
-        if (sm_unlikely(evict))
+        struct SM_FN(cs_free_run) r = { k, run_slab, run_idx, m, 0, 0, -1, false, { NULL } };
+        SM_SYNC_FN(atomic_exec)(&k->lock, SM_FN(cs_free_run), &r);
+        i = first + r.done; /* blocks of the run not freed yet go round again */
+        if (r.double_freed >= 0)
+            SM_FN(report)(SM_ERR_DOUBLE_FREE, blocks[first + (unsigned)r.double_freed], "object is already free; ignored");
+        for (unsigned x = 0; x < r.nrelease; x++)
+            SM_FN(slab_release)(r.release[x]);
+        if (sm_unlikely(r.evict))
             SM_FN(evict)();
     }
 }

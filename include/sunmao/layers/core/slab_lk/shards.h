@@ -6,12 +6,13 @@
  * running at the same time take objects from different slabs: no cache line written by two cores,
  * no class lock shared by all. Classes above SM_OPT_SHARD_MAX use shard 0 from every CPU. A slab
  * stays under the class struct that made or stole it (s->home) and frees go there from any CPU
- * (lock_home). A shard with no slab to allocate from steals before it maps a new one: another
+ * (home read before the section, checked in it, tried again if the slab moved). A shard with no slab to allocate from steals before it maps a new one: another
  * shard's kept empty slab, or the second slab of a shard with two or more partial ones, trying that
- * shard's lock, never waiting (two shards stealing from each other cannot deadlock); so the shards
- * together keep about as many partly used slabs as one would, plus one per shard. block_local
+ * shard's lock with trylock from inside a section, never waiting (two shards stealing from each other
+ * cannot deadlock, whatever thread runs their sections); so the shards
+ * together keep about as many partly used slabs as one would, plus one per shard. owner_local
  * (slab_lk/batch.h) asks home_is_here. With SM_OPT_SHARDS 1 all of this folds to shard 0.
- * A part of slab_lk.h; defines L_shard_here, L_class_here, L_steal, L_lock_home, L_home_is_here.
+ * A part of slab_lk.h; defines L_shard_here, L_class_here, L_steal, L_home_is_here.
  * Included alone, as tools/check-headers.sh does, it instantiates the whole layer.
  * @check: SM_LAYER=t <sunmao/policies/sync/spinlock.h> SM_SYNC=spinlock <sunmao/policies/sizeclass/tc.h> SM_SIZECLASS=tc <sunmao/policies/err/warn.h> SM_ERR=warn
  * @check-next: fake */
@@ -66,19 +67,6 @@ SM_SLOWPATH struct SM_FN(slab) *SM_FN(steal)(struct SM_FN(class) *k, unsigned cl
             return s;
     }
     return NULL;
-}
-
-/* Locks the class struct slab s is under and returns it: home is read, locked and read again, as a
- * steal may have moved the slab meanwhile. */
-SM_INLINE struct SM_FN(class) *SM_FN(lock_home)(struct SM_FN(slab) *s)
-{
-    for (;;) {
-        struct SM_FN(class) *k = __atomic_load_n(&s->home, __ATOMIC_RELAXED);
-        SM_SYNC_FN(lock)(&k->lock);
-        if (SM_FN(shards) == 1 || sm_likely(__atomic_load_n(&s->home, __ATOMIC_RELAXED) == k))
-            return k;
-        SM_SYNC_FN(unlock)(&k->lock); /* stolen meanwhile */
-    }
 }
 
 #endif /* SM_SLAB_LK_PARTS */

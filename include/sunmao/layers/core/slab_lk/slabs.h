@@ -4,8 +4,8 @@
  * offset plus the slab's colour (slab_lk/geometry.h); the owner map publishes it last
  * (slab_lk/map.h). A slab goes back, with no lock held, once it is empty and the retain policy
  * (SM_RETAIN) does not keep it, or when the policy lets one more kept slab exceed
- * SM_OPT_EMPTY_MAX: evict then gives back the one the policy ranks first, rechecked under its class
- * lock. A class out of slabs steals one from another shard (slab_lk/shards.h) before it maps a new
+ * SM_OPT_EMPTY_MAX: evict then gives back the one the policy ranks first, rechecked in its class's
+ * critical section. A class out of slabs steals one from another shard (slab_lk/shards.h) before it maps a new
  * one. A part of slab_lk.h; defines L_first_slab_of_shard, L_slab_new, L_slab_release, L_refill,
  * L_evict. Included alone, as tools/check-headers.sh does, it instantiates the whole layer.
  * @check: SM_LAYER=t <sunmao/policies/sync/spinlock.h> SM_SYNC=spinlock <sunmao/policies/sizeclass/tc.h> SM_SIZECLASS=tc <sunmao/policies/err/warn.h> SM_ERR=warn
@@ -25,7 +25,7 @@ SM_SLOWPATH void SM_FN(first_slab_of_shard)(struct SM_FN(class) *k, unsigned cls
     SM_SYNC_FN(unlock)(&SM_FN(obj).map_lock);
 }
 
-/* Called with the class lock held, so the class's slabs come one at a time. */
+/* Called in the class's critical section, so the class's slabs come one at a time. */
 SM_SLOWPATH struct SM_FN(slab) *SM_FN(slab_new)(struct SM_FN(class) *k, unsigned cls)
 {
     if (!k->slab_bytes)
@@ -52,7 +52,7 @@ SM_SLOWPATH struct SM_FN(slab) *SM_FN(slab_new)(struct SM_FN(class) *k, unsigned
         if (SM_FN(map_slab)(SM_FN(make_word)(s, cls), s, k->slab_bytes))
             return s;
     } else {
-        SM_FN(report)(SM_ERR_BAD_REQUEST, s, "the next layer returned a slab not aligned to its size");
+        __atomic_store_n(&SM_FN(obj).bad_slab, s, __ATOMIC_RELAXED); /* raised after the section */
     }
     sm_mctx_t back = sm_mctx_block(s, k->slab_bytes, SM_F_SIZED);
     SM_NEXT_FN(free)(&back);
@@ -69,7 +69,7 @@ SM_SLOWPATH void SM_FN(slab_release)(struct SM_FN(slab) *s)
 }
 
 /* Class k (of a shard) has no slab with a free object: take one from another shard, or get a new
- * one. Class lock held. */
+ * one. In k's critical section. */
 SM_SLOWPATH struct SM_FN(slab) *SM_FN(refill)(struct SM_FN(class) *k, unsigned cls)
 {
     struct SM_FN(slab) *s = SM_FN(shards) > 1 ? SM_FN(steal)(k, cls) : NULL;
@@ -83,8 +83,21 @@ SM_SLOWPATH struct SM_FN(slab) *SM_FN(refill)(struct SM_FN(class) *k, unsigned c
 
 /* More slabs are kept than SM_OPT_EMPTY_MAX: release the one the retain policy ranks first (for
  * keep_last, the one kept longest). Called with no lock held. The victim is chosen from unlocked
- * reads, then checked under its class lock: a slab that was allocated from or released meanwhile is
- * left alone (the next eviction sees the new count). */
+ * reads, then checked in its class's critical section: a slab that was allocated from or released
+ * meanwhile is left alone (the next eviction sees the new count). */
+struct SM_FN(cs_evict) { struct SM_FN(class) *victim; struct SM_FN(slab) *s; };
+SM_INLINE void SM_FN(cs_evict)(void *arg)
+{
+    struct SM_FN(cs_evict) *e = (struct SM_FN(cs_evict) *)arg;
+    e->s = SM_FN(kept)(e->victim);
+    if (e->s && SM_RETAIN_FN(count)(&SM_FN(obj).retain) > (SM_OPT_EMPTY_MAX)) {
+        SM_FN(unkeep)(e->victim);
+        SM_FN(retire)(e->victim, e->s);
+    } else {
+        e->s = NULL;
+    }
+}
+
 SM_SLOWPATH void SM_FN(evict)(void)
 {
     struct SM_FN(class) *victim = NULL;
@@ -99,18 +112,10 @@ SM_SLOWPATH void SM_FN(evict)(void)
     }
     if (!victim)
         return;
-    struct SM_FN(slab) *s;
-    SM_SYNC_FN(lock)(&victim->lock);
-    s = SM_FN(kept)(victim);
-    if (s && SM_RETAIN_FN(count)(&SM_FN(obj).retain) > (SM_OPT_EMPTY_MAX)) {
-        SM_FN(unkeep)(victim);
-        SM_FN(retire)(victim, s);
-    } else {
-        s = NULL;
-    }
-    SM_SYNC_FN(unlock)(&victim->lock);
-    if (s)
-        SM_FN(slab_release)(s);
+    struct SM_FN(cs_evict) e = { victim, NULL };
+    SM_SYNC_FN(atomic_exec)(&victim->lock, SM_FN(cs_evict), &e);
+    if (e.s)
+        SM_FN(slab_release)(e.s);
 }
 
 #endif /* SM_SLAB_LK_PARTS */

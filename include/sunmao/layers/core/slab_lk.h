@@ -46,9 +46,10 @@
  * and release(ALL) run with no lock held and take one class at a time.
  * A free racing with the release of the slab it points into is a double free the map cannot always
  * catch.
- * Parts, in layers/core/slab_lk/ and included below (by this template only): geometry.h (class
- * geometry, colours, object index), map.h (owner map), shards.h (CPU partitions), slabs.h (slabs
- * from and back to the next layer, eviction), batch.h (capabilities BATCH and OWNER).
+ * Parts, in layers/core/slab_lk/ and included below (by this template only): lists.h (a class's
+ * partial list, taking and putting objects), geometry.h (class geometry, colours, object index),
+ * map.h (owner map), shards.h (CPU partitions), slabs.h (slabs from and back to the next layer,
+ * eviction), batch.h (capabilities BATCH and OWNER).
  * @check: SM_LAYER=t <sunmao/policies/sync/spinlock.h> SM_SYNC=spinlock <sunmao/policies/sizeclass/tc.h> SM_SIZECLASS=tc <sunmao/policies/err/warn.h> SM_ERR=warn
  * @check-next: fake */
 #include <string.h>
@@ -180,90 +181,14 @@ SM_SLOWPATH void SM_FN(report_bad_slab)(void)
         SM_FN(report)(SM_ERR_BAD_REQUEST, bad, "the next layer returned a slab not aligned to its size");
 }
 
-/* Class lock held (npartial is read without it, hence the atomic store). */
-SM_INLINE void SM_FN(count_partial)(struct SM_FN(class) *k, int delta)
-{
-    __atomic_store_n(&k->npartial, k->npartial + (unsigned)delta, __ATOMIC_RELAXED);
-}
-
-/* Slab s is empty and is not to be kept: off the list, to be released after unlocking. Class
- * lock held. */
-SM_SLOWPATH struct SM_FN(slab) *SM_FN(retire)(struct SM_FN(class) *k, struct SM_FN(slab) *s)
-{
-    if (s->prev)
-        s->prev->next = s->next;
-    else
-        k->partial = s->next;
-    if (s->next)
-        s->next->prev = s->prev;
-    SM_FN(count_partial)(k, -1);
-    return s;
-}
-
-/* Class k's kept empty slab (SM_RETAIN), or NULL; and its end as one: allocated from, stolen or
- * released. Class lock held. */
-SM_INLINE struct SM_FN(slab) *SM_FN(kept)(struct SM_FN(class) *k) { return SM_RETAIN_FN(kept)(&k->retain); }
-SM_INLINE void SM_FN(unkeep)(struct SM_FN(class) *k) { SM_RETAIN_FN(unkeep)(&SM_FN(obj).retain, &k->retain); }
-
 #define SM_SLAB_LK_PARTS 1
+#include "slab_lk/lists.h"
 #include "slab_lk/geometry.h"
 #include "slab_lk/map.h"
 #include "slab_lk/shards.h"
 #include "slab_lk/slabs.h"
 
 SM_INLINE int SM_FN(create)(void) { return SM_NEXT_FN(create)(); }
-
-/* Takes the lowest free object of slab s, the head of class k's partial list. Allocation only ever
- * takes from the head, so a kept slab stops being empty exactly when it is the head and is
- * allocated from: that one compare keeps the retain policy's count right. Class lock held. */
-SM_INLINE void *SM_FN(take_locked)(struct SM_FN(class) *k, struct SM_FN(slab) *s)
-{
-    if (sm_unlikely(s == SM_FN(kept)(k)))
-        SM_FN(unkeep)(k);
-    unsigned w = (unsigned)__builtin_ctzll(s->nonempty_words);
-    uint64_t bits = s->free_bits[w];
-    size_t idx = (size_t)w * 64 + (unsigned)__builtin_ctzll(bits);
-    bits &= bits - 1;
-    s->free_bits[w] = bits;
-    if (!bits)
-        s->nonempty_words &= ~((uint64_t)1 << w);
-    if (sm_unlikely(--s->nfree == 0)) { /* full: off the list (it is the head) */
-        k->partial = s->next;
-        if (s->next)
-            s->next->prev = NULL;
-        SM_FN(count_partial)(k, -1);
-    }
-    return s->objects + idx * s->size;
-}
-
-/* Marks object idx of slab s (class k) free. False if it already was (a double free: nothing
- * changed). *release is set to the slab when it became empty and the retain policy does not keep
- * it: it goes back to the next layer once the lock is dropped; *evict is set when evict() is to run
- * then. Class lock held. */
-SM_INLINE bool SM_FN(put_locked)(struct SM_FN(class) *k, struct SM_FN(slab) *s, size_t idx,
-                                 struct SM_FN(slab) **release, bool *evict)
-{
-    uint64_t bit = (uint64_t)1 << (idx % 64);
-    uint64_t *word = &s->free_bits[idx / 64];
-    if (sm_unlikely(*word & bit))
-        return false;
-    *word |= bit;
-    s->nonempty_words |= (uint64_t)1 << (idx / 64);
-    uint32_t nfree = ++s->nfree;
-    if (nfree == 1) { /* was full: back on the partial list */
-        s->prev = NULL;
-        s->next = k->partial;
-        if (k->partial)
-            k->partial->prev = s;
-        k->partial = s;
-        SM_FN(count_partial)(k, 1);
-    }
-    if (sm_unlikely(nfree == s->nobjs)) { /* empty: kept, or to go back */
-        if (!SM_RETAIN_FN(keep)(&SM_FN(obj).retain, &k->retain, s, (size_t)(SM_OPT_EMPTY_MAX), evict))
-            *release = SM_FN(retire)(k, s);
-    }
-    return true;
-}
 
 /* Critical sections, handed to the sync policy's atomic_exec, which may run them on another thread
  * (a combining policy): they set no errno and raise nothing; results travel back in the argument.

@@ -1,0 +1,90 @@
+/* slab_lk/lists.h: a class's partial list and the objects of its slabs, all in the class's critical
+ * section: take_locked and put_locked (one object out of or back into a slab's bitmap, the slab on
+ * and off the list), retire (an empty slab off the list, to go back), the retain policy's kept slab
+ * (kept, unkeep) and the list's length that steals read without the lock (count_partial). A part of
+ * slab_lk.h; defines L_count_partial, L_retire, L_kept, L_unkeep, L_take_locked, L_put_locked.
+ * Included alone, as tools/check-headers.sh does, it instantiates the whole layer.
+ * @check: SM_LAYER=t <sunmao/policies/sync/spinlock.h> SM_SYNC=spinlock <sunmao/policies/sizeclass/tc.h> SM_SIZECLASS=tc <sunmao/policies/err/warn.h> SM_ERR=warn
+ * @check-next: fake */
+#ifndef SM_SLAB_LK_PARTS
+#include "../slab_lk.h"
+#else
+
+/* Class lock held (npartial is read without it, hence the atomic store). */
+SM_INLINE void SM_FN(count_partial)(struct SM_FN(class) *k, int delta)
+{
+    __atomic_store_n(&k->npartial, k->npartial + (unsigned)delta, __ATOMIC_RELAXED);
+}
+
+/* Slab s is empty and is not to be kept: off the list, to be released after unlocking. Class
+ * lock held. */
+SM_SLOWPATH struct SM_FN(slab) *SM_FN(retire)(struct SM_FN(class) *k, struct SM_FN(slab) *s)
+{
+    if (s->prev)
+        s->prev->next = s->next;
+    else
+        k->partial = s->next;
+    if (s->next)
+        s->next->prev = s->prev;
+    SM_FN(count_partial)(k, -1);
+    return s;
+}
+
+/* Class k's kept empty slab (SM_RETAIN), or NULL; and its end as one: allocated from, stolen or
+ * released. Class lock held. */
+SM_INLINE struct SM_FN(slab) *SM_FN(kept)(struct SM_FN(class) *k) { return SM_RETAIN_FN(kept)(&k->retain); }
+SM_INLINE void SM_FN(unkeep)(struct SM_FN(class) *k) { SM_RETAIN_FN(unkeep)(&SM_FN(obj).retain, &k->retain); }
+
+/* Takes the lowest free object of slab s, the head of class k's partial list. Allocation only ever
+ * takes from the head, so a kept slab stops being empty exactly when it is the head and is
+ * allocated from: that one compare keeps the retain policy's count right. Class lock held. */
+SM_INLINE void *SM_FN(take_locked)(struct SM_FN(class) *k, struct SM_FN(slab) *s)
+{
+    if (sm_unlikely(s == SM_FN(kept)(k)))
+        SM_FN(unkeep)(k);
+    unsigned w = (unsigned)__builtin_ctzll(s->nonempty_words);
+    uint64_t bits = s->free_bits[w];
+    size_t idx = (size_t)w * 64 + (unsigned)__builtin_ctzll(bits);
+    bits &= bits - 1;
+    s->free_bits[w] = bits;
+    if (!bits)
+        s->nonempty_words &= ~((uint64_t)1 << w);
+    if (sm_unlikely(--s->nfree == 0)) { /* full: off the list (it is the head) */
+        k->partial = s->next;
+        if (s->next)
+            s->next->prev = NULL;
+        SM_FN(count_partial)(k, -1);
+    }
+    return s->objects + idx * s->size;
+}
+
+/* Marks object idx of slab s (class k) free. False if it already was (a double free: nothing
+ * changed). *release is set to the slab when it became empty and the retain policy does not keep
+ * it: it goes back to the next layer once the lock is dropped; *evict is set when evict() is to run
+ * then. Class lock held. */
+SM_INLINE bool SM_FN(put_locked)(struct SM_FN(class) *k, struct SM_FN(slab) *s, size_t idx,
+                                 struct SM_FN(slab) **release, bool *evict)
+{
+    uint64_t bit = (uint64_t)1 << (idx % 64);
+    uint64_t *word = &s->free_bits[idx / 64];
+    if (sm_unlikely(*word & bit))
+        return false;
+    *word |= bit;
+    s->nonempty_words |= (uint64_t)1 << (idx / 64);
+    uint32_t nfree = ++s->nfree;
+    if (nfree == 1) { /* was full: back on the partial list */
+        s->prev = NULL;
+        s->next = k->partial;
+        if (k->partial)
+            k->partial->prev = s;
+        k->partial = s;
+        SM_FN(count_partial)(k, 1);
+    }
+    if (sm_unlikely(nfree == s->nobjs)) { /* empty: kept, or to go back */
+        if (!SM_RETAIN_FN(keep)(&SM_FN(obj).retain, &k->retain, s, (size_t)(SM_OPT_EMPTY_MAX), evict))
+            *release = SM_FN(retire)(k, s);
+    }
+    return true;
+}
+
+#endif /* SM_SLAB_LK_PARTS */

@@ -71,7 +71,7 @@ pids=()
 for src in bench/workloads/*.c bench/lib/smtime.c; do
     exe="$BENCH_BIN/$(basename "${src%.c}")"
     if [ ! -x "$exe" ] || [ "$src" -nt "$exe" ] || [ bench/workloads/common.h -nt "$exe" ]; then
-        gcc -O2 -g -std=gnu11 -Wall -pthread -D_GNU_SOURCE "$src" -o "$exe" -lm 2>"$exe.log" &
+        gcc -O2 -g -std=gnu11 -Wall -pthread -D_GNU_SOURCE -Iinclude "$src" -o "$exe" -lm 2>"$exe.log" &
         pids+=("$!:$src")
     fi
 done

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# ThreadSanitizer over the prefixed libraries: builds libsm_<inst>.a with -fsanitize=thread into
+# ThreadSanitizer over the sync policies (tests/unit/sync_policies.c) and the prefixed libraries:
+# builds libsm_<inst>.a with -fsanitize=thread into
 # $BUILD/tsan, links tests/stress/large_race.c against each and runs it (large blocks from many
 # threads through the decay cache, mremap and the OS layer's registry: the paths of the remap race,
 # docs/reliability.md). Any ThreadSanitizer report fails the run (<inst>/large/tsan_reports).
@@ -22,6 +23,23 @@ printf '#include <pthread.h>\nstatic void *f(void *a){return a;}\nint main(void)
 if ! $CC $SAN -o "$probe" "$probe.c" -lpthread >"$logs/probe.log" 2>&1 || ! "$probe" >>"$logs/probe.log" 2>&1; then
     echo "skip tsan/all: ThreadSanitizer does not build or run here: $(grep -m1 -iE 'error|fatal' "$logs/probe.log")"
     exit 0
+fi
+
+# The sync policies' lock-free parts (queue and combining policies included), their own unit test.
+sp="$out/sync_policies"
+if ! $CC -std=c11 -O1 -g -D_GNU_SOURCE -Iinclude -I. -Wall -Wextra $SAN tests/unit/sync_policies.c -lpthread \
+    -o "$sp" >"$logs/sync_policies.build.log" 2>&1; then
+    echo "not ok tsan/sync_policies/build: $(grep -m1 -E 'error' "$logs/sync_policies.build.log")"
+else
+    rm -f "$logs/sync_policies.report".*
+    TSAN_OPTIONS="log_path=$logs/sync_policies.report halt_on_error=0" timeout -k 5 300 "$sp" >"$logs/sync_policies.log" 2>&1
+    sed -nE "s#^(ok|not ok|skip) [^:]+: #\\1 tsan/sync_policies/#p" "$logs/sync_policies.log"
+    reports=$(cat "$logs/sync_policies.report".* 2>/dev/null | grep -c 'WARNING: ThreadSanitizer')
+    if [ "$reports" -gt 0 ]; then
+        echo "not ok tsan/sync_policies/tsan_reports: $reports reports, the first: $(cat "$logs/sync_policies.report".* | grep -m1 'SUMMARY')"
+    else
+        echo "ok tsan/sync_policies/tsan_reports"
+    fi
 fi
 
 if ! make -k -j"$(nproc 2>/dev/null || echo 2)" BUILD="$out" CC="$CC" SAN="$SAN" static-libs >"$blog" 2>&1; then

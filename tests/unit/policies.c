@@ -1,6 +1,5 @@
-/* Unit tests of the framework core's small parts: sync, chksum, err and reclaim policies, the
- * size_handle slot, the diagnostics formatter and the page map. */
-#include <pthread.h>
+/* Unit tests of the framework core's small parts: the none sync policy, chksum, err and reclaim
+ * policies, the size_handle slot, the diagnostics formatter and the page map. */
 #include <signal.h>
 #include <stdint.h>
 #include <sys/wait.h>
@@ -15,9 +14,7 @@
 #include <sunmao/policies/err/warn.h>
 #include <sunmao/policies/reclaim/lowwater.h>
 #include <sunmao/policies/reclaim/none.h>
-#include <sunmao/policies/sync/mutex.h>
 #include <sunmao/policies/sync/none.h>
-#include <sunmao/policies/sync/spinlock.h>
 #include "tests/support/check.h"
 
 #define SM_LAYER sh_small
@@ -39,86 +36,9 @@ static void size_handle_ranges(void)
     CHECK(sh_all_handles_size(0) && sh_all_handles_size(SIZE_MAX));
 }
 
-/* --- sync: atomic_exec must make a read-modify-write of shared data exact under contention. */
+/* --- sync: the thread-safe policies have their own test (tests/unit/sync_policies.c). */
 static unsigned long shared_counter;
 static void bump(void *arg) { shared_counter += (uintptr_t)arg; }
-static sm_sync_mutex_t mutex_lock = SM_SYNC_mutex_INIT;
-static sm_sync_spinlock_t spin_lock = SM_SYNC_spinlock_INIT;
-enum { SYNC_THREADS = 4, SYNC_ROUNDS = 200000 };
-static void *mutex_worker(void *unused)
-{
-    (void)unused;
-    for (int i = 0; i < SYNC_ROUNDS; i++)
-        sm_sync_mutex_atomic_exec(&mutex_lock, bump, (void *)1);
-    return NULL;
-}
-static void *spin_worker(void *unused)
-{
-    (void)unused;
-    for (int i = 0; i < SYNC_ROUNDS; i++) {
-        sm_sync_spinlock_lock(&spin_lock);
-        shared_counter++;
-        sm_sync_spinlock_unlock(&spin_lock);
-    }
-    return NULL;
-}
-static void run_threads(void *(*fn)(void *))
-{
-    pthread_t t[SYNC_THREADS];
-    shared_counter = 0;
-    for (int i = 0; i < SYNC_THREADS; i++)
-        pthread_create(&t[i], NULL, fn, NULL);
-    for (int i = 0; i < SYNC_THREADS; i++)
-        pthread_join(t[i], NULL);
-}
-static void sync_mutex_exact(void)
-{
-    run_threads(mutex_worker);
-    CHECKF(shared_counter == (unsigned long)SYNC_THREADS * SYNC_ROUNDS, "counter %lu", shared_counter);
-    CHECK(sm_sync_mutex_thread_safe == 1);
-}
-static void sync_spinlock_exact(void)
-{
-    run_threads(spin_worker);
-    CHECKF(shared_counter == (unsigned long)SYNC_THREADS * SYNC_ROUNDS, "counter %lu", shared_counter);
-    /* A lock held at fork time is usable again after reinit in the child. */
-    sm_sync_spinlock_lock(&spin_lock);
-    sm_sync_spinlock_reinit(&spin_lock);
-    sm_sync_spinlock_lock(&spin_lock);
-    sm_sync_spinlock_unlock(&spin_lock);
-}
-/* trylock takes a free lock, fails on a held one (from another thread too) without waiting, and
- * a lock it took is an ordinary held lock. */
-static sm_sync_spinlock_t try_spin = SM_SYNC_spinlock_INIT;
-static sm_sync_mutex_t try_mutex = SM_SYNC_mutex_INIT;
-static void *try_from_other_thread(void *arg)
-{
-    (void)arg;
-    bool got_spin = sm_sync_spinlock_trylock(&try_spin), got_mutex = sm_sync_mutex_trylock(&try_mutex);
-    if (got_spin)
-        sm_sync_spinlock_unlock(&try_spin);
-    if (got_mutex)
-        sm_sync_mutex_unlock(&try_mutex);
-    return (void *)(uintptr_t)(got_spin | got_mutex << 1);
-}
-static void sync_trylock(void)
-{
-    CHECK(sm_sync_spinlock_trylock(&try_spin));
-    CHECK(!sm_sync_spinlock_trylock(&try_spin));
-    CHECK(sm_sync_mutex_trylock(&try_mutex));
-    pthread_t t;
-    void *got;
-    CHECK(pthread_create(&t, NULL, try_from_other_thread, NULL) == 0);
-    CHECK(pthread_join(t, &got) == 0);
-    CHECKF((uintptr_t)got == 0, "another thread took a held lock (mask %lu)", (unsigned long)(uintptr_t)got);
-    sm_sync_spinlock_unlock(&try_spin);
-    sm_sync_mutex_unlock(&try_mutex);
-    CHECK(pthread_create(&t, NULL, try_from_other_thread, NULL) == 0);
-    CHECK(pthread_join(t, &got) == 0);
-    CHECKF((uintptr_t)got == 3, "another thread could not take a free lock (mask %lu)", (unsigned long)(uintptr_t)got);
-    sm_sync_none_t n = SM_SYNC_none_INIT;
-    CHECK(sm_sync_none_trylock(&n));
-}
 static void sync_none_runs_inline(void)
 {
     sm_sync_none_t l = SM_SYNC_none_INIT;
@@ -126,6 +46,7 @@ static void sync_none_runs_inline(void)
     sm_sync_none_atomic_exec(&l, bump, (void *)5);
     CHECK(shared_counter == 5);
     CHECK(sm_sync_none_thread_safe == 0);
+    CHECK(sm_sync_none_trylock(&l));
 }
 
 /* --- chksum */
@@ -339,10 +260,7 @@ int main(void)
 {
     check_begin("policies");
     RUN_CASE(size_handle_ranges);
-    RUN_CASE(sync_mutex_exact);
-    RUN_CASE(sync_spinlock_exact);
     RUN_CASE(sync_none_runs_inline);
-    RUN_CASE(sync_trylock);
     RUN_CASE(chksum_xor_detects_changes);
     RUN_CASE(chksum_magic_is_fixed_and_keyed);
     RUN_CASE(err_warn_reports_one_line);

@@ -33,7 +33,7 @@
 #error "brk_heap: an OS layer is the bottom of a composition; SM_NEXT must not be defined"
 #endif
 #ifndef SM_SYNC
-#error "brk_heap: policy slot 'sync' is empty (SM_SYNC = none|spinlock|mutex)"
+#error "brk_heap: policy slot 'sync' is empty (SM_SYNC = a policy of policies/sync/, e.g. mutex)"
 #endif
 #ifndef SM_ERR
 #error "brk_heap: policy slot 'err' is empty (SM_ERR = warn|fatal|callback)"

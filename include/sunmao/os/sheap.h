@@ -30,7 +30,7 @@
 #error "sheap: an OS layer is the bottom of a composition; SM_NEXT must not be defined"
 #endif
 #ifndef SM_SYNC
-#error "sheap: policy slot 'sync' is empty (SM_SYNC = none|spinlock|mutex)"
+#error "sheap: policy slot 'sync' is empty (SM_SYNC = a policy of policies/sync/, e.g. mutex)"
 #endif
 #ifndef SM_ERR
 #error "sheap: policy slot 'err' is empty (SM_ERR = warn|fatal|callback)"

@@ -103,6 +103,12 @@ static inline void sm_plat_lock(sm_plat_lock_t *l) { l->held = 1; }
 static inline void sm_plat_unlock(sm_plat_lock_t *l) { l->held = 0; }
 static inline bool sm_plat_trylock(sm_plat_lock_t *l) { return l->held ? false : (l->held = 1); }
 static inline void sm_plat_lock_reinit(sm_plat_lock_t *l) { l->held = 0; }
+typedef sm_plat_lock_t sm_plat_spin_t;
+#define SM_PLAT_SPIN_INIT SM_PLAT_LOCK_INIT
+static inline void sm_plat_spin_lock(sm_plat_spin_t *l) { l->held = 1; }
+static inline void sm_plat_spin_unlock(sm_plat_spin_t *l) { l->held = 0; }
+static inline bool sm_plat_spin_trylock(sm_plat_spin_t *l) { return l->held ? false : (l->held = 1); }
+static inline void sm_plat_spin_reinit(sm_plat_spin_t *l) { l->held = 0; }
 
 typedef struct { int done; } sm_plat_once_t;
 #define SM_PLAT_ONCE_INIT { 0 }

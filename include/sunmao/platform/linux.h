@@ -199,6 +199,22 @@ static inline void sm_plat_unlock(sm_plat_lock_t *l) { pthread_mutex_unlock(l); 
 static inline bool sm_plat_trylock(sm_plat_lock_t *l) { return pthread_mutex_trylock(l) == 0; }
 static inline void sm_plat_lock_reinit(sm_plat_lock_t *l) { pthread_mutex_init(l, NULL); }
 
+/* The C library's spinlock (POSIX pthread_spin_*), for the posix_spin sync policy. POSIX gives no
+ * static initialiser, and a lock in a layer's static object must work before any constructor ran:
+ * SM_PLAT_SPIN_INIT is the value pthread_spin_init stores, which glibc keeps at 1 on x86 (lock is
+ * `lock decl`, unlocked is 1) and at 0 elsewhere; tests/unit/policies.c compares the two. glibc
+ * 2.36's lock spins on `pause` forever: it never yields the CPU (docs/sync.md). */
+typedef pthread_spinlock_t sm_plat_spin_t;
+#if defined(__GLIBC__) && (defined(__x86_64__) || defined(__i386__))
+#define SM_PLAT_SPIN_INIT 1
+#else
+#define SM_PLAT_SPIN_INIT 0
+#endif
+static inline void sm_plat_spin_lock(sm_plat_spin_t *l) { pthread_spin_lock(l); }
+static inline void sm_plat_spin_unlock(sm_plat_spin_t *l) { pthread_spin_unlock(l); }
+static inline bool sm_plat_spin_trylock(sm_plat_spin_t *l) { return pthread_spin_trylock(l) == 0; }
+static inline void sm_plat_spin_reinit(sm_plat_spin_t *l) { pthread_spin_init(l, PTHREAD_PROCESS_PRIVATE); }
+
 /* Run fn exactly once per process, whichever threads race to it; the others wait until it ran. */
 typedef pthread_once_t sm_plat_once_t;
 #define SM_PLAT_ONCE_INIT PTHREAD_ONCE_INIT

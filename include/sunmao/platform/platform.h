@@ -15,7 +15,8 @@
  *            sm_plat_sleep_ms(ms); sm_plat_wait_while(word, value, timeout_ms) / sm_plat_wake(word)
  *   CPU      sm_plat_cpu() the current CPU, a hint in [0, CPUs); sm_plat_yield()
  *   threads  sm_plat_lock_t (SM_PLAT_LOCK_INIT, lock, unlock, trylock, lock_reinit): a blocking
- *            lock for slow paths; sm_plat_once_t (SM_PLAT_ONCE_INIT) and sm_plat_once(o, fn);
+ *            lock for slow paths; sm_plat_spin_t (SM_PLAT_SPIN_INIT, spin_lock, spin_unlock,
+ *            spin_trylock, spin_reinit): the OS's own spinlock (the posix_spin policy); sm_plat_once_t (SM_PLAT_ONCE_INIT) and sm_plat_once(o, fn);
  *            sm_plat_key_t, sm_plat_key_create(key, on_exit) and sm_plat_key_set(key, value): the
  *            thread-exit hook; sm_plat_spawn(fn, name) a detached helper thread, signals blocked;
  *            sm_plat_atfork(prepare, parent, child)

@@ -55,7 +55,7 @@
 #error "decay_cache: define SM_NEXT (the layer below) before including"
 #endif
 #ifndef SM_SYNC
-#error "decay_cache: policy slot 'sync' is empty (SM_SYNC = none|spinlock|mutex)"
+#error "decay_cache: policy slot 'sync' is empty (SM_SYNC = a policy of policies/sync/, e.g. mutex)"
 #endif
 #ifndef SM_ERR
 #error "decay_cache: policy slot 'err' is empty (SM_ERR = warn|fatal|callback)"

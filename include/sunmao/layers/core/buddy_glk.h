@@ -53,7 +53,7 @@
 #error "buddy_glk: define SM_NEXT (the layer below) before including"
 #endif
 #ifndef SM_SYNC
-#error "buddy_glk: policy slot 'sync' is empty (SM_SYNC = none|spinlock|mutex)"
+#error "buddy_glk: policy slot 'sync' is empty (SM_SYNC = a policy of policies/sync/, e.g. mutex)"
 #endif
 #ifndef SM_ERR
 #error "buddy_glk: policy slot 'err' is empty (SM_ERR = warn|fatal|callback)"

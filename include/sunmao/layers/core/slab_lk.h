@@ -3,7 +3,7 @@
  * Why it is built this way, with the measurements: docs/layers.md, section slab_lk.
  *
  * Parameters: SM_LAYER, SM_NEXT. Slots:
- *   SM_SYNC       one lock per class (and shard), one for the owner map: none|spinlock|mutex
+ *   SM_SYNC       one lock per class (and shard), one for the owner map (policies/sync/)
  *   SM_SIZECLASS  the class sizes (policies/sizeclass/; the composition includes the policy first)
  *   SM_ERR        invalid and double frees are reported through it, then ignored
  *   SM_RETAIN     which emptied slabs stay (policies/retain/): keep_last (default), none
@@ -67,7 +67,7 @@
 #error "slab_lk: define SM_NEXT (the layer below) before including"
 #endif
 #ifndef SM_SYNC
-#error "slab_lk: policy slot 'sync' is empty (SM_SYNC = none|spinlock|mutex)"
+#error "slab_lk: policy slot 'sync' is empty (SM_SYNC = a policy of policies/sync/, e.g. mutex)"
 #endif
 #ifndef SM_SIZECLASS
 #error "slab_lk: policy slot 'sizeclass' is empty (SM_SIZECLASS = tc|log2b|prime|<interval policy>)"

@@ -3,7 +3,7 @@
  * paper's tlsfcc is brk_heap::tlsf_glk(sync=ccsynch)).
  * Why it is built this way, with the measurements: docs/layers.md, section tlsf_glk.
  *
- * Parameters: SM_LAYER, SM_NEXT. Slots: sync (required: none|spinlock|mutex), err (required:
+ * Parameters: SM_LAYER, SM_NEXT. Slots: sync (required: policies/sync/), err (required:
  * warn|fatal|callback), size_handle (requests outside [SM_SIZE_MIN, SM_SIZE_MAX] go to SM_NEXT).
  * The composition includes the policy headers it names. Options:
  *   SM_OPT_SL_BITS      second-level subdivisions per power of two, as log2 (default 5, 2..6)
@@ -46,7 +46,7 @@
 #error "tlsf_glk: define SM_NEXT (the layer below) before including"
 #endif
 #ifndef SM_SYNC
-#error "tlsf_glk: policy slot 'sync' is empty (SM_SYNC = none|spinlock|mutex)"
+#error "tlsf_glk: policy slot 'sync' is empty (SM_SYNC = a policy of policies/sync/, e.g. mutex)"
 #endif
 #ifndef SM_ERR
 #error "tlsf_glk: policy slot 'err' is empty (SM_ERR = warn|fatal|callback)"

@@ -18,7 +18,7 @@ SM_INLINE bool sm_sync_mutex_trylock(sm_sync_mutex_t *l) { return sm_plat_tryloc
 /* In a fork child only the forking thread exists; the lock it took in prepare is re-created
  * rather than unlocked, which is valid whichever thread owned it. */
 SM_INLINE void sm_sync_mutex_reinit(sm_sync_mutex_t *l) { sm_plat_lock_reinit(&l->m); }
-SM_INLINE void sm_sync_mutex_atomic_exec(sm_sync_mutex_t *l, void (*fn)(void *), void *arg)
+SM_HOT void sm_sync_mutex_atomic_exec(sm_sync_mutex_t *l, void (*fn)(void *), void *arg)
 {
     sm_plat_lock(&l->m);
     fn(arg);

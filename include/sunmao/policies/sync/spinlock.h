@@ -5,35 +5,18 @@
 #define SUNMAO_POLICY_SYNC_SPINLOCK_H
 
 #include <stdbool.h>
-#include "../../core/compiler.h"
-#include "../../platform/platform.h"
+#include "wait.h"
 
 typedef struct { int locked; } sm_sync_spinlock_t;
 #define SM_SYNC_spinlock_INIT { 0 }
 enum { sm_sync_spinlock_thread_safe = 1 };
 
-SM_INLINE void sm_sync_spinlock_cpu_relax(void)
-{
-#if defined(__x86_64__) || defined(__i386__)
-    __builtin_ia32_pause();
-#elif defined(__aarch64__)
-    __asm__ __volatile__("yield");
-#endif
-}
-
 SM_SLOWPATH void sm_sync_spinlock_contended(sm_sync_spinlock_t *l)
 {
     unsigned spins = 1;
     do {
-        while (__atomic_load_n(&l->locked, __ATOMIC_RELAXED)) {
-            if (spins < 1024) {
-                for (unsigned i = 0; i < spins; i++)
-                    sm_sync_spinlock_cpu_relax();
-                spins <<= 1;
-            } else {
-                sm_plat_yield();
-            }
-        }
+        while (__atomic_load_n(&l->locked, __ATOMIC_RELAXED))
+            sm_sync_backoff(&spins);
     } while (__atomic_exchange_n(&l->locked, 1, __ATOMIC_ACQUIRE));
 }
 
@@ -51,7 +34,7 @@ SM_INLINE bool sm_sync_spinlock_trylock(sm_sync_spinlock_t *l)
 
 SM_INLINE void sm_sync_spinlock_unlock(sm_sync_spinlock_t *l) { __atomic_store_n(&l->locked, 0, __ATOMIC_RELEASE); }
 SM_INLINE void sm_sync_spinlock_reinit(sm_sync_spinlock_t *l) { l->locked = 0; }
-SM_INLINE void sm_sync_spinlock_atomic_exec(sm_sync_spinlock_t *l, void (*fn)(void *), void *arg)
+SM_HOT void sm_sync_spinlock_atomic_exec(sm_sync_spinlock_t *l, void (*fn)(void *), void *arg)
 {
     sm_sync_spinlock_lock(l);
     fn(arg);

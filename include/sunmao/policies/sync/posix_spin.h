@@ -1,0 +1,28 @@
+/* sync policy `posix_spin`: the C library's spinlock (pthread_spin_*, through the platform layer).
+ * The paper's hslab puts it on slab_lk's class locks, believing it yields after long waits; glibc's
+ * does not (2.36 on x86-64: `lock decl`, then `pause` and reload until free, for ever), so a
+ * preempted holder costs its waiters their whole time slice when threads outnumber cores: there,
+ * `spinlock` (which yields) is the better choice (docs/sync.md has the measurement). */
+#ifndef SUNMAO_POLICY_SYNC_POSIX_SPIN_H
+#define SUNMAO_POLICY_SYNC_POSIX_SPIN_H
+
+#include <stdbool.h>
+#include "../../core/compiler.h"
+#include "../../platform/platform.h"
+
+typedef sm_plat_spin_t sm_sync_posix_spin_t;
+#define SM_SYNC_posix_spin_INIT SM_PLAT_SPIN_INIT
+enum { sm_sync_posix_spin_thread_safe = 1 };
+
+SM_INLINE void sm_sync_posix_spin_lock(sm_sync_posix_spin_t *l) { sm_plat_spin_lock(l); }
+SM_INLINE void sm_sync_posix_spin_unlock(sm_sync_posix_spin_t *l) { sm_plat_spin_unlock(l); }
+SM_INLINE bool sm_sync_posix_spin_trylock(sm_sync_posix_spin_t *l) { return sm_plat_spin_trylock(l); }
+SM_INLINE void sm_sync_posix_spin_reinit(sm_sync_posix_spin_t *l) { sm_plat_spin_reinit(l); }
+SM_HOT void sm_sync_posix_spin_atomic_exec(sm_sync_posix_spin_t *l, void (*fn)(void *), void *arg)
+{
+    sm_plat_spin_lock(l);
+    fn(arg);
+    sm_plat_spin_unlock(l);
+}
+
+#endif

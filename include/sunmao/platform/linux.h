@@ -11,6 +11,7 @@
 #define _GNU_SOURCE 1
 #endif
 #include <errno.h>
+#include <fcntl.h>
 #include <pthread.h>
 #include <sched.h>
 #include <signal.h>
@@ -168,6 +169,66 @@ static inline int sm_plat_cpu(void)
 {
     int cpu = sched_getcpu();
     return cpu < 0 ? 0 : cpu;
+}
+
+/* Reads the first line of a sysfs file into buf (NUL-terminated, at most n - 1 bytes); the length,
+ * 0 if it cannot be read. open/read: no allocation, safe before main. */
+static inline size_t sm_plat_read_line(const char *path, char *buf, size_t n)
+{
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return 0;
+    ssize_t got = read(fd, buf, n - 1);
+    close(fd);
+    size_t len = got > 0 ? (size_t)got : 0;
+    while (len && (buf[len - 1] == '\n' || buf[len - 1] == ' '))
+        len--;
+    buf[len] = 0;
+    return len;
+}
+
+/* Bytes of the unified level-2 cache of CPU cpu (the cache a thread's working set lives in; hybrid
+ * CPUs give their core types different ones), from sysfs; 0 when the kernel does not say. Slow:
+ * a few small file reads, for start-up tables only. */
+static inline size_t sm_plat_cpu_cache_bytes(int cpu)
+{
+    char path[96], line[32];
+    for (unsigned index = 0; index < 8; index++) {
+        /* /sys/devices/system/cpu/cpu<cpu>/cache/index<index>/{level,type,size} */
+        size_t n = 0;
+        const char *head = "/sys/devices/system/cpu/cpu";
+        while (*head)
+            path[n++] = *head++;
+        char digits[12];
+        unsigned d = 0, v = (unsigned)cpu;
+        do
+            digits[d++] = (char)('0' + v % 10);
+        while ((v /= 10) && d < sizeof digits);
+        while (d)
+            path[n++] = digits[--d];
+        const char *mid = "/cache/index";
+        while (*mid)
+            path[n++] = *mid++;
+        path[n++] = (char)('0' + index);
+        path[n++] = '/';
+        size_t stem = n;
+        memcpy(path + stem, "level", 6);
+        if (!sm_plat_read_line(path, line, sizeof line))
+            return 0; /* no such index: no level-2 unified cache listed */
+        if (strcmp(line, "2") != 0)
+            continue;
+        memcpy(path + stem, "type", 5);
+        if (!sm_plat_read_line(path, line, sizeof line) || strcmp(line, "Unified") != 0)
+            continue;
+        memcpy(path + stem, "size", 5);
+        if (!sm_plat_read_line(path, line, sizeof line))
+            return 0;
+        size_t bytes = 0, i = 0;
+        for (; line[i] >= '0' && line[i] <= '9'; i++)
+            bytes = bytes * 10 + (size_t)(line[i] - '0');
+        return line[i] == 'K' ? bytes << 10 : line[i] == 'M' ? bytes << 20 : bytes;
+    }
+    return 0;
 }
 
 /* Give the CPU to another runnable thread. */

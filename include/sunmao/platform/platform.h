@@ -13,7 +13,9 @@
  *            dest) move onto a range the caller mapped; sm_plat_sbrk(incr) old break or NULL
  *   time     sm_plat_now_ms() monotonic, ms, coarse (never a system call on Linux);
  *            sm_plat_sleep_ms(ms); sm_plat_wait_while(word, value, timeout_ms) / sm_plat_wake(word)
- *   CPU      sm_plat_cpu() the current CPU, a hint in [0, CPUs); sm_plat_yield()
+ *   CPU      sm_plat_cpu() the current CPU, a hint in [0, CPUs); sm_plat_yield();
+ *            sm_plat_cpu_cache_bytes(cpu) its level-2 cache, 0 if unknown (slow: start-up only);
+ *            sm_core_table_build(kib, n) every CPU's, or SUNMAO_CORE_CACHE's (core_table.h)
  *   threads  sm_plat_lock_t (SM_PLAT_LOCK_INIT, lock, unlock, trylock, lock_reinit): a blocking
  *            lock for slow paths; sm_plat_spin_t (SM_PLAT_SPIN_INIT, spin_lock, spin_unlock,
  *            spin_trylock, spin_reinit): the OS's own spinlock (the posix_spin policy); sm_plat_once_t (SM_PLAT_ONCE_INIT) and sm_plat_once(o, fn);
@@ -44,5 +46,7 @@ static inline int sm_mctx_cpu(sm_mctx_t *c)
         c->cpu = sm_plat_cpu();
     return c->cpu;
 }
+
+#include "core_table.h" /* the per-CPU cache sizes, built on the functions above */
 
 #endif

@@ -12,6 +12,10 @@
  * Options:
  *   SM_OPT_CACHE_BYTES  per-thread budget (default 1 MiB): the sum over lists of limit x class size
  *                 never exceeds it, so a thread never caches more.
+ *   SM_OPT_CORE_AWARE   1: the budget follows the thread's core (the paper's coreaware_cachesize):
+ *                 SM_OPT_CACHE_BYTES x the core's level-2 cache / the largest one (platform/core_table.h;
+ *                 identical cores: the whole budget), re-read every SM_OPT_GC_EVENTS slow-path
+ *                 events; a smaller budget gives the excess back at once. 0 (default): off.
  *   SM_OPT_BATCH_MAX    most objects moved per refill or release (default 32, at most 64)
  *   SM_OPT_BATCH_BYTES  a refill or release moves about this many bytes, within [2, SM_OPT_BATCH_MAX]
  *                 objects (default 64 KiB); a list grows by a batch per miss, so for large classes
@@ -91,6 +95,9 @@
 #ifndef SM_OPT_DOUBLE_FREE_CHECK
 #define SM_OPT_DOUBLE_FREE_CHECK 1
 #endif
+#ifndef SM_OPT_CORE_AWARE
+#define SM_OPT_CORE_AWARE 0
+#endif
 #ifndef SM_SIZE_MAX
 #define SM_SIZE_MAX (8u << 10)
 #endif
@@ -133,13 +140,15 @@ struct SM_FN(list) {
     uint16_t low;   /* low-water mark of count since the last pass, if the reclaim policy keeps one */
 };
 
-/* Budget invariant: capacity = sum of limit x class size <= SM_OPT_CACHE_BYTES, and count <= limit
+/* Budget invariant: capacity = sum of limit x class size <= budget, and count <= limit
  * in every list, so the bytes cached never exceed the budget — without a byte counter on the hit
  * paths: limits change only on slow paths (refill.h grows them, reclaim.h lowers them). */
 struct SM_FN(cache) {
     unsigned events;  /* slow-path events since the last collection (reclaim.h) */
     unsigned refills; /* refills, counted for the reclaim policy's scans */
-    size_t capacity;  /* sum of limit x class size; <= SM_OPT_CACHE_BYTES */
+    unsigned core_events; /* slow-path events since the budget was last matched to the core */
+    size_t capacity;  /* sum of limit x class size; <= budget */
+    size_t budget;    /* SM_OPT_CACHE_BYTES, or its share for the thread's core (SM_OPT_CORE_AWARE) */
     /* One list per class, and list[class_count], a sentinel whose limit stays 0: the free of a block
      * that is no class's object indexes it and misses, with no test of its own. */
     struct SM_FN(list) list[SM_FN(class_count) + 1];
@@ -397,6 +406,7 @@ SM_INLINE void SM_FN(fork_parent)(void) { SM_NEXT_FN(fork_parent)(); }
 SM_INLINE void SM_FN(fork_child)(void) { SM_NEXT_FN(fork_child)(); }
 
 #undef SM_OPT_CACHE_BYTES
+#undef SM_OPT_CORE_AWARE
 #undef SM_OPT_BATCH_MAX
 #undef SM_OPT_BATCH_BYTES
 #undef SM_OPT_LIST_MAX

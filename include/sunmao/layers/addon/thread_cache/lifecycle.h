@@ -37,6 +37,7 @@ SM_SLOWPATH struct SM_FN(cache) *SM_FN(cache_get)(void)
     if (!cache)
         return NULL; /* this request bypasses the cache; a later slow path tries again */
     memset(cache, 0, sizeof *cache);
+    cache->budget = SM_FN(budget_for)(sm_plat_cpu());
     SM_FN(tls) = cache;
     return cache;
 }

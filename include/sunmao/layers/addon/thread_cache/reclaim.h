@@ -85,11 +85,46 @@ SM_SLOWPATH void SM_FN(scan)(struct SM_FN(cache) *cache)
     SM_FN(give_blocks)(sink.blocks, sink.n);
 }
 
-/* Counts a slow-path event (a refill, an overflow); the policy says when a collection is due. */
+/* Lowers every list's limit by the same share so that the capacity fits `budget`, and gives back
+ * the objects above the new limits (SM_OPT_CORE_AWARE: the thread moved to a smaller core). */
+SM_SLOWPATH void SM_FN(trim)(struct SM_FN(cache) *cache, size_t budget)
+{
+    struct SM_FN(sink) sink;
+    sink.n = 0;
+    size_t capacity = 0;
+    for (unsigned cls = 0; cls < SM_FN(class_count); cls++) {
+        struct SM_FN(list) *l = &cache->list[cls];
+        if (!l->limit)
+            continue;
+        unsigned limit = (unsigned)((uint64_t)l->limit * budget / cache->capacity); /* slow path */
+        if (l->count > limit)
+            SM_FN(drain)(l, l->count - limit, &sink);
+        if (SM_RECLAIM_FN(low_water) && l->low > l->count)
+            l->low = (uint16_t)l->count;
+        l->limit = (uint16_t)limit;
+        capacity += (size_t)limit * SM_FN(obj).class_bytes[cls];
+    }
+    cache->capacity = capacity;
+    SM_FN(give_blocks)(sink.blocks, sink.n);
+}
+
+/* Matches the budget to the core the thread runs on now (SM_OPT_CORE_AWARE). */
+SM_SLOWPATH void SM_FN(follow_core)(struct SM_FN(cache) *cache)
+{
+    cache->core_events = 0;
+    cache->budget = SM_FN(budget_for)(sm_plat_cpu());
+    if (cache->capacity > cache->budget)
+        SM_FN(trim)(cache, cache->budget);
+}
+
+/* Counts a slow-path event (a refill, an overflow); the policy says when a collection is due, and
+ * every SM_OPT_GC_EVENTS events a core-aware cache looks at its core again. */
 SM_INLINE void SM_FN(event)(struct SM_FN(cache) *cache)
 {
     if (SM_RECLAIM_FN(gc_due)(&cache->events, SM_OPT_GC_EVENTS))
         SM_FN(gc)(cache, SM_FN(class_count), false);
+    if (SM_OPT_CORE_AWARE && ++cache->core_events >= (SM_OPT_GC_EVENTS))
+        SM_FN(follow_core)(cache);
 }
 
 #endif /* SM_THREAD_CACHE_PARTS */

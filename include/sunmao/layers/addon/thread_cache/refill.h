@@ -28,10 +28,10 @@ SM_INLINE void SM_FN(grow)(struct SM_FN(cache) *cache, unsigned cls, unsigned wa
         want = SM_FN(list_max);
     if (want <= l->limit || !size)
         return;
-    if (cache->capacity + (want - l->limit) * size > (size_t)(SM_OPT_CACHE_BYTES)) {
+    if (cache->capacity + (want - l->limit) * size > cache->budget) {
         if (SM_RECLAIM_FN(gc_pressed)(cache->events, SM_OPT_GC_EVENTS))
             SM_FN(gc)(cache, cls, true);
-        size_t room = ((size_t)(SM_OPT_CACHE_BYTES) - cache->capacity) / size; /* slow path: division is fine */
+        size_t room = cache->capacity < cache->budget ? (cache->budget - cache->capacity) / size : 0; /* slow path */
         if (want > l->limit + room)
             want = l->limit + (unsigned)room;
     }

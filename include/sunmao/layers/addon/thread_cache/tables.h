@@ -21,6 +21,7 @@ enum {
     SM_FN(align_min_log) = 5,
     SM_FN(align_max) = 4096,
     SM_FN(align_steps) = 12 - 5 + 1,
+    SM_FN(core_table_len) = 256, /* CPUs beyond share entries (cpu modulo this) */
 };
 _Static_assert(SM_SIZECLASS_FN(count) <= 256, "thread_cache: the class table stores classes in bytes");
 
@@ -38,6 +39,9 @@ static struct {
      * of align, or 0 for none (class 0 never is: its objects would be smaller than align). */
     uint8_t aligned_of[SM_FN(align_steps)][SM_FN(class_count)];
     uint8_t batch[SM_FN(class_count)]; /* see batch_of */
+    /* SM_OPT_CORE_AWARE: each CPU's level-2 cache in KiB, and the largest (platform/core_table.h) */
+    uint32_t core_kib[SM_OPT_CORE_AWARE ? SM_FN(core_table_len) : 1];
+    uint32_t core_max_kib;
 } SM_FN(obj) = { .once = SM_PLAT_ONCE_INIT };
 
 /* The list of a size <= SM_SIZE_MAX, as 16 x its class, and the class (0 before the tables exist). */
@@ -81,7 +85,22 @@ SM_SLOWPATH void SM_FN(init_once)(void)
             SM_FN(obj).aligned_of[a][cls] = (uint8_t)(fit <= last ? fit : 0);
         }
     }
+    if (SM_OPT_CORE_AWARE)
+        SM_FN(obj).core_max_kib = sm_core_table_build(SM_FN(obj).core_kib, SM_FN(core_table_len));
     SM_FN(obj).ready = true;
+}
+
+/* A thread's byte budget on CPU cpu: SM_OPT_CACHE_BYTES, or with SM_OPT_CORE_AWARE the share of it
+ * the core's level-2 cache is of the largest core's (a core the table knows nothing of, or a table
+ * that knows nothing: the whole budget). */
+SM_INLINE size_t SM_FN(budget_for)(int cpu)
+{
+    if (!SM_OPT_CORE_AWARE || !SM_FN(obj).core_max_kib)
+        return (size_t)(SM_OPT_CACHE_BYTES);
+    uint32_t kib = SM_FN(obj).core_kib[(unsigned)cpu % SM_FN(core_table_len)];
+    if (!kib)
+        return (size_t)(SM_OPT_CACHE_BYTES);
+    return (size_t)((uint64_t)(SM_OPT_CACHE_BYTES) * kib / SM_FN(obj).core_max_kib);
 }
 
 /* The list an aligned request (16 < align, a power of two) is served from: the smallest cached

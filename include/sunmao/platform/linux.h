@@ -139,11 +139,18 @@ static inline uint64_t sm_plat_now_ms(void)
 static inline void sm_plat_wait_while(int *word, int value, uint64_t timeout_ms)
 {
     struct timespec t = { (time_t)(timeout_ms / 1000u), (long)(timeout_ms % 1000u) * 1000000L };
+    int saved = errno; /* a free() may wait here, and free must leave errno alone */
     syscall(SYS_futex, word, FUTEX_WAIT_PRIVATE, value, timeout_ms == UINT64_MAX ? NULL : &t, NULL, 0);
+    errno = saved;
 }
 
 /* Wake every thread sleeping in sm_plat_wait_while on word. */
-static inline void sm_plat_wake(int *word) { syscall(SYS_futex, word, FUTEX_WAKE_PRIVATE, 0x7fffffff, NULL, NULL, 0); }
+static inline void sm_plat_wake(int *word)
+{
+    int saved = errno;
+    syscall(SYS_futex, word, FUTEX_WAKE_PRIVATE, 0x7fffffff, NULL, NULL, 0);
+    errno = saved;
+}
 
 /* Sleep for ms milliseconds (a signal may cut it short). */
 static inline void sm_plat_sleep_ms(uint64_t ms)

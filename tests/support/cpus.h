@@ -20,6 +20,15 @@ static inline bool cpus_of_both_parities(int cpu[2])
     return cpu[0] >= 0 && cpu[1] >= 0;
 }
 
+/* Moves the calling thread to cpu; false if it could not, or is not running there. */
+static inline bool cpus_move_to(int cpu)
+{
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    CPU_SET(cpu, &set);
+    return pthread_setaffinity_np(pthread_self(), sizeof set, &set) == 0 && sched_getcpu() == cpu;
+}
+
 typedef struct {
     int cpu;
     void (*body)(void *);
@@ -28,10 +37,7 @@ typedef struct {
 static inline void *cpus_pinned_start(void *arg)
 {
     cpus_pinned_t *p = arg;
-    cpu_set_t set;
-    CPU_ZERO(&set);
-    CPU_SET(p->cpu, &set);
-    if (pthread_setaffinity_np(pthread_self(), sizeof set, &set) != 0 || sched_getcpu() != p->cpu)
+    if (!cpus_move_to(p->cpu))
         return (void *)1;
     p->body(p->arg);
     return NULL;

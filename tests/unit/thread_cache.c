@@ -16,6 +16,7 @@
 #include <sunmao/policies/sync/spinlock.h>
 #include "tests/support/check.h"
 #include "tests/support/cpus.h"
+#include "tests/support/layer_calls.h"
 
 #define SM_LAYER fk
 #include "tests/support/fake_next.h"
@@ -460,23 +461,8 @@ static void idle_scan(void) { in_thread(idle_scan_body); }
 /* The reclaim policy `none`: the scenario gc_low_water runs, under `none`. The idle list keeps all
  * it holds through any number of other classes' slow paths (no collection, no scan), the byte budget
  * alone bounds what is cached, and the pops keep no low-water mark. */
-static void *tn_malloc(size_t n)
-{
-    sm_mctx_t c = sm_mctx_alloc(n, 0, 0);
-    return tnone_alloc(&c);
-}
-static void tn_free(void *p)
-{
-    sm_mctx_t c = sm_mctx_block(p, 0, 0);
-    tnone_free(&c);
-}
-static size_t tn_cached_bytes(void)
-{
-    size_t bytes = 0;
-    for (unsigned cls = 0; cls < tnone_class_count; cls++)
-        bytes += (size_t)tnone_tls->list[cls].count * sm_sizeclass_tc_class_to_size(cls);
-    return bytes;
-}
+LAYER_CALLS(tn, tnone)
+CACHE_BYTES(tn, tnone)
 static void reclaim_none_body(void)
 {
     enum { BURST = 2000, OTHER = 6000 };

@@ -16,6 +16,7 @@
 #include <sunmao/policies/sync/spinlock.h>
 #include "tests/support/check.h"
 #include "tests/support/cpus.h"
+#include "tests/support/layer_calls.h"
 
 #define SM_LAYER fk
 #include "tests/support/fake_next.h"
@@ -37,23 +38,8 @@
 enum { FULL = 256 << 10, HELD = 64 };
 static int cpu[2]; /* cpu[0]: the large core, cpu[1]: the small one */
 
-static void *t_malloc(size_t n)
-{
-    sm_mctx_t c = sm_mctx_alloc(n, 0, 0);
-    return tcore_alloc(&c);
-}
-static void t_free(void *p)
-{
-    sm_mctx_t c = sm_mctx_block(p, 0, 0);
-    tcore_free(&c);
-}
-static bool move_to(int c)
-{
-    cpu_set_t set;
-    CPU_ZERO(&set);
-    CPU_SET(c, &set);
-    return pthread_setaffinity_np(pthread_self(), sizeof set, &set) == 0 && sched_getcpu() == c;
-}
+LAYER_CALLS(t, tcore)
+CACHE_BYTES(t, tcore)
 /* Slow-path events and a full cache: many objects of three classes taken, then given back. */
 static void churn(void)
 {
@@ -68,13 +54,6 @@ static void churn(void)
                 t_free(p[i]);
         }
 }
-static size_t cached_bytes(void)
-{
-    size_t bytes = 0;
-    for (unsigned cls = 0; cls < tcore_class_count; cls++)
-        bytes += (size_t)tcore_tls->list[cls].count * tcore_obj.class_bytes[cls];
-    return bytes;
-}
 
 static void budget_follows_the_core_body(void *unused)
 {
@@ -86,21 +65,21 @@ static void budget_follows_the_core_body(void *unused)
     }
     churn();
     struct tcore_cache *c = tcore_tls;
-    CHECKF(c->budget == FULL / 4 && c->capacity <= c->budget && cached_bytes() <= c->budget,
-           "small core: budget %zu (want %d), capacity %zu, cached %zu", c->budget, FULL / 4, c->capacity, cached_bytes());
+    CHECKF(c->budget == FULL / 4 && c->capacity <= c->budget && t_cached_bytes() <= c->budget,
+           "small core: budget %zu (want %d), capacity %zu, cached %zu", c->budget, FULL / 4, c->capacity, t_cached_bytes());
     size_t small_capacity = c->capacity;
-    if (!move_to(cpu[0])) {
+    if (!cpus_move_to(cpu[0])) {
         CHECKF(0, "could not move to CPU %d", cpu[0]);
         return;
     }
     churn();
     CHECKF(c->budget == FULL && c->capacity > small_capacity && c->capacity <= FULL,
            "large core: budget %zu (want %d), capacity %zu (was %zu)", c->budget, FULL, c->capacity, small_capacity);
-    if (!move_to(cpu[1])) {
+    if (!cpus_move_to(cpu[1])) {
         CHECKF(0, "could not move to CPU %d", cpu[1]);
         return;
     }
-    size_t before = cached_bytes();
+    size_t before = t_cached_bytes();
     /* The slow-path events the layer counts (a refill or an overflow each), without the lists
      * changing: the budget is looked at again within SM_OPT_GC_EVENTS (64) of them. */
     unsigned events = 0;
@@ -108,9 +87,9 @@ static void budget_follows_the_core_body(void *unused)
         tcore_event(c);
         events++;
     }
-    CHECKF(c->budget == FULL / 4 && c->capacity <= FULL / 4 && cached_bytes() <= FULL / 4 && before > FULL / 4,
+    CHECKF(c->budget == FULL / 4 && c->capacity <= FULL / 4 && t_cached_bytes() <= FULL / 4 && before > FULL / 4,
            "back on the small core, after %u events: budget %zu, capacity %zu, cached %zu (was %zu)", events,
-           c->budget, c->capacity, cached_bytes(), before);
+           c->budget, c->capacity, t_cached_bytes(), before);
     for (unsigned i = 0; i < HELD; i++) {
         CHECKF(check_verify(held[i], 300, i), "held object %u lost its contents", i);
         t_free(held[i]);

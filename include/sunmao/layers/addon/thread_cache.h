@@ -7,11 +7,16 @@
  *   SM_ERR        (required) double frees caught in the cache are reported through it, then ignored
  *   SM_RECLAIM    when the cache gives back what its thread stopped using: lowwater (the default)
  *                 or none (include policies/reclaim/none.h first); the contract: reclaim/lowwater.h
+ *   SM_SYNC       (optional; the paper's bare `sync`) all threads' caches share SM_OPT_TOTAL_BYTES:
+ *                 budgets are granted from a pool and stolen between caches under this policy
+ *                 (thread_cache/pool.h); empty: each thread has its own budget, nothing is shared
  *   size_handle   SM_SIZE_MIN/SM_SIZE_MAX (default max 8 KiB; keep it a class size): the sizes cached;
  *                 other sizes, and alignments above 4 KiB, go straight to the next layer
  * Options:
  *   SM_OPT_CACHE_BYTES  per-thread budget (default 1 MiB): the sum over lists of limit x class size
  *                 never exceeds it, so a thread never caches more.
+ *   SM_OPT_TOTAL_BYTES  with SM_SYNC: the most all caches hold together (default 16 x
+ *                 SM_OPT_CACHE_BYTES, TCMalloc's 32 MiB at 2 MiB per thread)
  *   SM_OPT_CORE_AWARE   1: the budget follows the thread's core (the paper's coreaware_cachesize):
  *                 SM_OPT_CACHE_BYTES x the core's level-2 cache / the largest one (platform/core_table.h;
  *                 identical cores: the whole budget), re-read every SM_OPT_GC_EVENTS slow-path
@@ -50,7 +55,7 @@
  * holds the hit paths' instruction counts.
  *
  * The parts (layers/addon/thread_cache/, each opened by what it does): tables.h the lookup tables;
- * reclaim.h giving objects back, and the reclaim policy's passes; lifecycle.h making a thread's
+ * pool.h the budget shared under the sync slot; reclaim.h giving objects back, and the reclaim policy's passes; lifecycle.h making a thread's
  * cache and retiring it; refill.h slow start, the budget, refills and overflows. Measurements and
  * the history of each decision: docs/layers.md, thread_cache. */
 #include <string.h>
@@ -98,6 +103,12 @@
 #ifndef SM_OPT_CORE_AWARE
 #define SM_OPT_CORE_AWARE 0
 #endif
+#if defined(SM_OPT_TOTAL_BYTES) && !defined(SM_SYNC)
+#error "thread_cache: SM_OPT_TOTAL_BYTES needs the sync slot (SM_SYNC), which guards the shared budget"
+#endif
+#ifndef SM_OPT_TOTAL_BYTES
+#define SM_OPT_TOTAL_BYTES ((size_t)(SM_OPT_CACHE_BYTES) * 16)
+#endif
 #ifndef SM_SIZE_MAX
 #define SM_SIZE_MAX (8u << 10)
 #endif
@@ -118,6 +129,8 @@ _Static_assert((SM_OPT_BATCH_BYTES) >= 1024, "thread_cache: SM_OPT_BATCH_BYTES m
 _Static_assert((SM_OPT_BATCH_MAX) >= 2 && (SM_OPT_BATCH_MAX) <= 64, "thread_cache: SM_OPT_BATCH_MAX must be in [2, 64]");
 _Static_assert((SM_OPT_LIST_MAX) >= (SM_OPT_BATCH_MAX) && (SM_OPT_LIST_MAX) <= 65535,
                "thread_cache: SM_OPT_LIST_MAX must be in [SM_OPT_BATCH_MAX, 65535]");
+_Static_assert((SM_OPT_TOTAL_BYTES) >= (SM_OPT_CACHE_BYTES),
+               "thread_cache: SM_OPT_TOTAL_BYTES must be at least SM_OPT_CACHE_BYTES");
 _Static_assert((SM_OPT_GC_EVENTS) >= 1, "thread_cache: SM_OPT_GC_EVENTS must be at least 1");
 _Static_assert((SM_OPT_IDLE_SCAN_REFILLS) >= 1, "thread_cache: SM_OPT_IDLE_SCAN_REFILLS must be at least 1");
 
@@ -148,12 +161,15 @@ struct SM_FN(cache) {
     unsigned refills; /* refills, counted for the reclaim policy's scans */
     unsigned core_events; /* slow-path events since the budget was last matched to the core */
     size_t capacity;  /* sum of limit x class size; <= budget */
-    size_t budget;    /* SM_OPT_CACHE_BYTES, or its share for the thread's core (SM_OPT_CORE_AWARE) */
+    size_t budget;    /* what the thread may cache: its want, or with SM_SYNC what the pool granted
+                       * it (<= want; other threads lower it under the pool's lock: pool.h) */
     /* One list per class, and list[class_count], a sentinel whose limit stays 0: the free of a block
      * that is no class's object indexes it and misses, with no test of its own. */
     struct SM_FN(list) list[SM_FN(class_count) + 1];
     /* The reclaim policy's state per list: after the lists, off the hit paths' lines. */
     SM_RECLAIM_FN(mark_t) mark[SM_FN(class_count)];
+    size_t want; /* SM_OPT_CACHE_BYTES, or its share for the thread's core (SM_OPT_CORE_AWARE) */
+    struct SM_FN(cache) *pool_next, *pool_prev; /* SM_SYNC: the pool's registry */
 };
 
 /* The two constant caches: all lists empty, all limits 0, so every hit path misses on them. A
@@ -305,6 +321,7 @@ SM_HOT bool SM_FN(free_hit)(void *p, size_t size, unsigned flags, uintptr_t *own
 }
 
 /* The slow paths the misses call. */
+#include "thread_cache/pool.h"
 #include "thread_cache/reclaim.h"
 #include "thread_cache/lifecycle.h"
 #include "thread_cache/refill.h"
@@ -398,14 +415,27 @@ SM_INLINE void SM_FN(thread_exit)(void)
 }
 
 /* Fork: the forking thread's cache is memory of the process, so it stays valid in the child. Other
- * threads' caches are lost in the child: their objects stay allocated and are never reused (the
- * layer keeps no list of caches, so nothing needs locking, and nothing can look at a cache another
- * thread was changing when fork happened). The hooks only pass down. */
-SM_INLINE void SM_FN(fork_prepare)(void) { SM_NEXT_FN(fork_prepare)(); }
-SM_INLINE void SM_FN(fork_parent)(void) { SM_NEXT_FN(fork_parent)(); }
-SM_INLINE void SM_FN(fork_child)(void) { SM_NEXT_FN(fork_child)(); }
+ * threads' caches are lost in the child: their objects stay allocated and are never reused
+ * (nothing can look at a cache another thread was changing when fork happened); with SM_SYNC their
+ * budgets go back to the pool (pool.h). The pool's lock is taken before the next layer's. */
+SM_INLINE void SM_FN(fork_prepare)(void)
+{
+    SM_FN(pool_fork_prepare)();
+    SM_NEXT_FN(fork_prepare)();
+}
+SM_INLINE void SM_FN(fork_parent)(void)
+{
+    SM_FN(pool_fork_parent)();
+    SM_NEXT_FN(fork_parent)();
+}
+SM_INLINE void SM_FN(fork_child)(void)
+{
+    SM_FN(pool_fork_child)(SM_FN(tls));
+    SM_NEXT_FN(fork_child)();
+}
 
 #undef SM_OPT_CACHE_BYTES
+#undef SM_OPT_TOTAL_BYTES
 #undef SM_OPT_CORE_AWARE
 #undef SM_OPT_BATCH_MAX
 #undef SM_OPT_BATCH_BYTES

@@ -37,7 +37,8 @@ SM_SLOWPATH struct SM_FN(cache) *SM_FN(cache_get)(void)
     if (!cache)
         return NULL; /* this request bypasses the cache; a later slow path tries again */
     memset(cache, 0, sizeof *cache);
-    cache->budget = SM_FN(budget_for)(sm_plat_cpu());
+    cache->want = SM_FN(budget_for)(sm_plat_cpu());
+    SM_FN(pool_join)(cache);
     SM_FN(tls) = cache;
     return cache;
 }
@@ -55,6 +56,7 @@ SM_SLOWPATH void SM_FN(cache_destroy)(void)
     for (unsigned cls = 0; cls < SM_FN(class_count); cls++)
         SM_FN(drain)(&cache->list[cls], cache->list[cls].count, &sink);
     SM_FN(give_blocks)(sink.blocks, sink.n);
+    SM_FN(pool_leave)(cache);
     sm_mctx_t f = sm_mctx_block(cache, sizeof *cache, SM_F_SIZED);
     SM_FN(meta_free)(&f);
 }

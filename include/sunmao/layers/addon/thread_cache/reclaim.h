@@ -112,9 +112,8 @@ SM_SLOWPATH void SM_FN(trim)(struct SM_FN(cache) *cache, size_t budget)
 SM_SLOWPATH void SM_FN(follow_core)(struct SM_FN(cache) *cache)
 {
     cache->core_events = 0;
-    cache->budget = SM_FN(budget_for)(sm_plat_cpu());
-    if (cache->capacity > cache->budget)
-        SM_FN(trim)(cache, cache->budget);
+    cache->want = SM_FN(budget_for)(sm_plat_cpu());
+    SM_FN(pool_follow_want)(cache);
 }
 
 /* Counts a slow-path event (a refill, an overflow); the policy says when a collection is due, and
@@ -125,6 +124,10 @@ SM_INLINE void SM_FN(event)(struct SM_FN(cache) *cache)
         SM_FN(gc)(cache, SM_FN(class_count), false);
     if (SM_OPT_CORE_AWARE && ++cache->core_events >= (SM_OPT_GC_EVENTS))
         SM_FN(follow_core)(cache);
+    /* A smaller core, or (SM_SYNC) another thread took part of the budget: give the excess back. */
+    size_t budget = SM_FN(budget_now)(cache);
+    if ((SM_OPT_CORE_AWARE || SM_FN(pooled)) && cache->capacity > budget)
+        SM_FN(trim)(cache, budget);
 }
 
 #endif /* SM_THREAD_CACHE_PARTS */

@@ -7,7 +7,7 @@
  * in bursts gets room for the burst. Except that a thread's first objects of a small class fill
  * four cache lines of their own, so that objects handed out one at a time to different threads do
  * not share lines. Growth is paid from the byte budget (grow), which asks the reclaim policy for a
- * collection under pressure when it runs out. A free's slow path also catches double frees of
+ * collection under pressure when it runs out (with SM_SYNC, after asking the pool for more: pool.h). A free's slow path also catches double frees of
  * cached objects (on_list) and hands back a block of another CPU's slab instead of caching it
  * (owner_local). Figures: docs/layers.md, thread_cache. A part of layers/addon/thread_cache.h,
  * which includes it after its other parts (no include guard).
@@ -28,10 +28,13 @@ SM_INLINE void SM_FN(grow)(struct SM_FN(cache) *cache, unsigned cls, unsigned wa
         want = SM_FN(list_max);
     if (want <= l->limit || !size)
         return;
-    if (cache->capacity + (want - l->limit) * size > cache->budget) {
-        if (SM_RECLAIM_FN(gc_pressed)(cache->events, SM_OPT_GC_EVENTS))
+    size_t need = cache->capacity + (want - l->limit) * size;
+    if (need > SM_FN(budget_now)(cache)) {
+        SM_FN(pool_claim)(cache, need - SM_FN(budget_now)(cache));
+        if (need > SM_FN(budget_now)(cache) && SM_RECLAIM_FN(gc_pressed)(cache->events, SM_OPT_GC_EVENTS))
             SM_FN(gc)(cache, cls, true);
-        size_t room = cache->capacity < cache->budget ? (cache->budget - cache->capacity) / size : 0; /* slow path */
+        size_t budget = SM_FN(budget_now)(cache);
+        size_t room = cache->capacity < budget ? (budget - cache->capacity) / size : 0; /* slow path */
         if (want > l->limit + room)
             want = l->limit + (unsigned)room;
     }

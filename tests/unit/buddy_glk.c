@@ -1,11 +1,12 @@
 /* Unit test of the buddy_glk core layer over the fake next layer (tests/support/fake_next.h).
  * Three instances: bd (defaults: 4 KiB min block, 4 MiB chunk, mutex), bs (64 KiB chunks, spinlock,
  * so chunks come and go often) and bh (64-byte min block, 4 KiB chunk, no lock, size_handle
- * limited to 2 KiB). After most cases the heap is walked and checked against the free lists. */
+ * limited to 2 KiB), and bt (tc's size classes: trimmed blocks). After most cases the heap is walked and checked against the free lists. */
 #include <pthread.h>
 #include <sys/wait.h>
 #include <unistd.h>
 #include <sunmao/policies/err/callback.h>
+#include <sunmao/policies/sizeclass/tc.h>
 #include <sunmao/policies/sync/mutex.h>
 #include <sunmao/policies/sync/none.h>
 #include <sunmao/policies/sync/spinlock.h>
@@ -48,6 +49,16 @@
 #define SM_OPT_MIN_BLOCK 4096
 #define SM_OPT_CHUNK_SIZE 65536
 #define SM_OPT_KEEP_SPARE 0
+#include <sunmao/layers/core/buddy_glk.h>
+
+/* The sizeclass slot: blocks of tc's class sizes, trimmed from their power of two. */
+#define SM_LAYER ft
+#include "tests/support/fake_next.h"
+#define SM_LAYER bt
+#define SM_NEXT ft
+#define SM_SYNC spinlock
+#define SM_ERR callback
+#define SM_SIZECLASS tc
 #include <sunmao/layers/core/buddy_glk.h>
 
 _Static_assert(bd_thread_safe == 1 && bs_thread_safe == 1 && bh_thread_safe == 0, "thread_safe follows the sync policy");
@@ -109,16 +120,20 @@ _Static_assert(bh_min_order == 6 && bh_max_order == 12, "two instances keep thei
             REQUIRE(L##_chunk_of(ch->base) == ch && L##_chunk_of(ch->base + (1ul << hi) - 1) == ch,    \
                     "page map does not lead to chunk %p", (void *)ch->base);                           \
             REQUIRE(sm_ptr_aligned(ch->base, (size_t)1 << hi), "chunk %p misaligned", (void *)ch->base); \
+            bool part_due = false; /* the last piece had MORE: a PART piece must follow */            \
             for (size_t i = 0; i < sizeof ch->state;) {                                                \
                 unsigned st = ch->state[i], k = st & 0x1f;                                             \
-                REQUIRE((st & 0xc0) == 0x40 || (st & 0xc0) == 0x80, "chunk %p min block %zu: no block " \
-                        "starts here (state %#x)", (void *)ch->base, i, st);                           \
+                REQUIRE((st & 0xc0) != 0, "chunk %p min block %zu: no block starts here (state %#x)",  \
+                        (void *)ch->base, i, st);                                                      \
+                REQUIRE(((st & 0xc0) == 0xc0) == part_due, "chunk %p min block %zu: trimmed block's "  \
+                        "pieces broken (state %#x)", (void *)ch->base, i, st);                         \
+                part_due = (st & 0x80) && (st & 0x20);                                                 \
                 REQUIRE(k >= lo && k <= hi && ((i << lo) & ((1ul << k) - 1)) == 0,                     \
                         "block at min block %zu has bad order %u", i, k);                              \
                 size_t span = (size_t)1 << (k - lo);                                                   \
                 for (size_t j = 1; j < span; j++)                                                      \
                     REQUIRE(ch->state[i + j] == 0, "min block %zu inside a block is marked", i + j);   \
-                if (st & 0x40) {                                                                       \
+                if ((st & 0xc0) == 0x40) {                                                             \
                     free_blocks[k]++;                                                                  \
                     idle_chunks += k == hi;                                                            \
                     size_t buddy = ((i << lo) ^ ((size_t)1 << k)) >> lo;                               \
@@ -127,6 +142,7 @@ _Static_assert(bh_min_order == 6 && bh_max_order == 12, "two instances keep thei
                 }                                                                                      \
                 i += span;                                                                             \
             }                                                                                          \
+            REQUIRE(!part_due, "chunk %p ends inside a trimmed block", (void *)ch->base);             \
         }                                                                                              \
         REQUIRE(chunks == L##_obj.chunk_count, "%zu chunks listed, count says %zu", chunks,             \
                 L##_obj.chunk_count);                                                                  \
@@ -153,6 +169,7 @@ _Static_assert(bh_min_order == 6 && bh_max_order == 12, "two instances keep thei
 DEFINE_HELPERS(bd, fk)
 DEFINE_HELPERS(bs, fs)
 DEFINE_HELPERS(bh, fh)
+DEFINE_HELPERS(bt, ft)
 
 static unsigned rnd(unsigned *s)
 {
@@ -464,6 +481,76 @@ static void test_bad_frees_reported(void)
     sm_err_callback_set(NULL);
 }
 
+/* A request gets its tc class size, in the pieces of a power-of-two block whose tail other
+ * requests then use; freed, everything merges back. */
+static void test_trimmed_blocks(void)
+{
+    const char *owner = NULL;
+    for (size_t size = 4 * KiB - 7; size <= 300 * KiB; size += size / 5 + 1) {
+        size_t want = sm_align_up(size <= sm_sizeclass_tc_max_size
+                                      ? sm_sizeclass_tc_class_to_size(sm_sizeclass_tc_size_to_class(size))
+                                      : size,
+                                  4 * KiB);
+        size_t block = (size_t)1 << sm_log2_ceil(want);
+        if (size > sm_sizeclass_tc_max_size)
+            want = block; /* above the policy's classes: a whole power of two */
+        char *p = bt_t_alloc(size, 16);
+        CHECKF(p && sm_ptr_aligned(p, block) && bt_t_usable(p, &owner) == want && strcmp(owner, "bt") == 0,
+               "size %zu: %p, usable %zu, want %zu in a %zu block", size, (void *)p, bt_t_usable(p, NULL), want, block);
+        if (!p)
+            return;
+        check_fill(p, want, (unsigned)size);
+        bt_check_heap();
+        /* The tail is free: a request of its size lands there. */
+        char *t = want < block ? bt_t_alloc(4 * KiB, 16) : NULL;
+        CHECKF(want == block || (t >= p + want && t < p + block), "size %zu: the tail's %p not in [%p + %zu, + %zu)",
+               size, (void *)t, (void *)p, want, block);
+        if (t)
+            check_fill(t, 4 * KiB, 7);
+        bt_check_heap();
+        CHECK(check_verify(p, want, (unsigned)size));
+        CHECK(bt_t_usable(p + want - 4 * KiB, NULL) == 0 || want == 4 * KiB);
+        bt_t_free(p);
+        if (t) {
+            CHECK(check_verify(t, 4 * KiB, 7));
+            bt_t_free(t);
+        }
+        bt_check_heap();
+        CHECKF(bt_obj.chunk_count == 1 && bt_obj.nonempty == (1ull << (bt_max_order - bt_min_order)),
+               "size %zu: not merged back into one free chunk", size);
+    }
+    random_ops(bt_t_alloc, bt_t_free, bt_check_heap, 19, 4242, 6000);
+    CHECK(bt_obj.chunk_count == 1);
+
+    /* Frees that must be refused: a later piece, twice, too large; resizes within the size only. */
+    sm_err_callback_set(on_error);
+    char *keep = bt_t_alloc(4 * KiB, 16), *p = bt_t_alloc(56 * KiB, 16); /* 32 + 16 + 8 KiB */
+    CHECK(keep && p && bt_t_usable(p, NULL) == 56 * KiB);
+    check_fill(p, 56 * KiB, 9);
+    for (size_t off = 32 * KiB; off <= 48 * KiB; off += 16 * KiB) {
+        memset(&errs, 0, sizeof errs);
+        bt_t_free(p + off);
+        CHECKF(errs.calls == 1 && errs.kind == SM_ERR_INVALID_FREE && errs.ptr == p + off, "free of a piece at +%zu", off);
+    }
+    memset(&errs, 0, sizeof errs);
+    sm_mctx_t sized = sm_mctx_block(p, 56 * KiB + 1, SM_F_SIZED);
+    bt_free(&sized);
+    CHECK(errs.calls == 1 && errs.kind == SM_ERR_INVALID_FREE);
+    CHECK(bt_t_resize(p, 50 * KiB) && bt_t_resize(p, 56 * KiB) && !bt_t_resize(p, 56 * KiB + 1));
+    CHECK(bt_t_usable(p, NULL) == 56 * KiB && check_verify(p, 56 * KiB, 9));
+    bt_check_heap();
+    memset(&errs, 0, sizeof errs);
+    sized = sm_mctx_block(p, 56 * KiB, SM_F_SIZED);
+    bt_free(&sized);
+    CHECK(errs.calls == 0);
+    bt_t_free(p);
+    CHECK(errs.calls == 1 && errs.kind == SM_ERR_DOUBLE_FREE);
+    bt_t_free(keep);
+    bt_check_heap();
+    CHECK(bt_obj.chunk_count == 1 && ft_obj.bad_frees == 0);
+    sm_err_callback_set(NULL);
+}
+
 static void test_fork(void)
 {
     unsigned long forks = fk_obj.forks;
@@ -696,7 +783,7 @@ static void test_busy_block_not_reused(void)
 int main(void)
 {
     check_begin("buddy_glk");
-    CHECK(bd_create() == 0 && bs_create() == 0 && bh_create() == 0);
+    CHECK(bd_create() == 0 && bs_create() == 0 && bh_create() == 0 && bt_create() == 0);
     RUN_CASE(test_every_order_aligned);
     RUN_CASE(test_random_sequences);
     RUN_CASE(test_full_coalescing);
@@ -709,6 +796,7 @@ int main(void)
     RUN_CASE(test_busy_block_not_reused);
     RUN_CASE(test_out_of_memory);
     RUN_CASE(test_bad_frees_reported);
+    RUN_CASE(test_trimmed_blocks);
     RUN_CASE(test_fork);
     RUN_CASE(test_threads_mutex);
     RUN_CASE(test_threads_spinlock);

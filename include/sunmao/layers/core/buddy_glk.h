@@ -2,7 +2,9 @@
  * binary buddy system under one global lock (Mortise paper, Table 2).
  *
  * Parameters: SM_LAYER, SM_NEXT. Slots: sync (required), err (required), size_handle (requests
- * outside it go to the next layer).
+ * outside it go to the next layer), sizeclass (optional; the paper's buddy_glk(sizeclass=tc)): a
+ * request up to the policy's largest class gets its class size, rounded up to min blocks, and
+ * the rest of its power-of-two block goes back to the free lists at once (see "trimmed blocks").
  * Options:
  *   SM_OPT_MIN_BLOCK   smallest block, a power of two >= 16 (default 4096, so a slab layer above can
  *                      build its pages from it)
@@ -32,6 +34,13 @@
  * SM_OPT_KEEP_SPARE 0 gives every free chunk back at once: right when the layer below already
  * caches and purges freed memory on a timer (decay_cache), where a spare here would only hold
  * dirty pages the decay cannot see.
+ *
+ * Trimmed blocks (sizeclass slot): a block of class size S is the start of a 2^K block (K = log2
+ * of S rounded up, so it keeps that alignment) cut into the pieces of S's binary form, largest
+ * first, each a buddy block of its own; the tail is freed as buddies. The head's state byte is
+ * USED | order, each later piece's USED | PART | order, and every piece but the last has MORE:
+ * a free walks the pieces (at most one per set bit of S / min block: 3 for tc's classes) and frees
+ * each, so they merge back as any blocks do. A trimmed block resizes only within its size.
  *
  * Giving memory back (L_release, buddy_glk/release.h): free blocks of PURGE_MIN or more are purged
  * one decay after a release pass first saw them (BUSY while purged); the spare chunk goes back one
@@ -107,6 +116,9 @@ _Static_assert(SM_FN(max_order) < 32, "buddy_glk: SM_OPT_CHUNK_SIZE must be belo
 #define SM_BUDDY_USED  0x80u
 #define SM_BUDDY_BUSY  0x20u /* free, but taken off its list by a release pass for its purge */
 #define SM_BUDDY_ORDER 0x1fu
+/* With USED only (the two bits mean nothing else on a used block): a trimmed block's pieces. */
+#define SM_BUDDY_PART  0x40u /* a piece after the first: not a block start */
+#define SM_BUDDY_MORE  0x20u /* another piece follows this one */
 /* A free block's stamp: 0 not yet seen by a release pass; PURGED its pages were dropped. */
 #define SM_BUDDY_PURGED UINT64_MAX
 #define SM_BUDDY_BIT(k) ((uint64_t)1 << ((k) - SM_FN(min_order)))
@@ -149,7 +161,30 @@ SM_INLINE int SM_FN(create)(void) { return SM_NEXT_FN(create)(); }
 
 /* Critical sections, handed to the sync policy's atomic_exec, which may run them on another thread
  * (a combining policy): they set no errno and raise nothing; results travel back in the argument. */
-struct SM_FN(cs_alloc) { unsigned order; char *ptr; };
+/* Marks [off, off + 2^order) of ch, allocated, as a block of `keep` bytes (a multiple of the min
+ * block, more than half of 2^order): its pieces, largest first, and the rest freed as buddies. */
+SM_INLINE void SM_FN(trim_block)(struct SM_FN(chunk) *ch, size_t off, unsigned order, size_t keep)
+{
+    unsigned part = 0;
+    for (unsigned k = order; k > SM_FN(min_order);) {
+        size_t whole = (size_t)1 << k, half = whole >> 1;
+        if (keep == whole)
+            break;
+        k--;
+        if (keep <= half) { /* the upper half is not needed */
+            ch->state[(off + half) >> SM_FN(min_order)] = (uint8_t)(SM_BUDDY_FREE | k);
+            SM_FN(push)(k, ch, off + half, 0);
+            continue;
+        }
+        ch->state[off >> SM_FN(min_order)] = (uint8_t)(SM_BUDDY_USED | part | SM_BUDDY_MORE | k); /* the lower half is a piece */
+        part = SM_BUDDY_PART;
+        off += half;
+        keep -= half;
+    }
+    ch->state[off >> SM_FN(min_order)] = (uint8_t)(SM_BUDDY_USED | part | sm_log2_floor(keep));
+}
+
+struct SM_FN(cs_alloc) { unsigned order; size_t keep; char *ptr; };
 SM_INLINE void SM_FN(cs_alloc)(void *arg)
 {
     struct SM_FN(cs_alloc) *a = (struct SM_FN(cs_alloc) *)arg;
@@ -175,7 +210,23 @@ SM_INLINE void SM_FN(cs_alloc)(void *arg)
         SM_FN(push)(k, ch, off + ((size_t)1 << k), halves);
     }
     ch->state[i] = (uint8_t)(SM_BUDDY_USED | order);
+    if (a->keep)
+        SM_FN(trim_block)(ch, off, order, a->keep);
     a->ptr = p;
+}
+
+/* Bytes of the block whose head's state is st at offset off of ch: the sum of its pieces. */
+SM_INLINE size_t SM_FN(block_bytes)(const struct SM_FN(chunk) *ch, size_t off, unsigned st)
+{
+    size_t bytes = 0;
+    for (;;) {
+        size_t piece = (size_t)1 << (st & SM_BUDDY_ORDER);
+        bytes += piece;
+        if (!(st & SM_BUDDY_MORE))
+            return bytes;
+        off += piece;
+        st = ch->state[off >> SM_FN(min_order)];
+    }
 }
 
 SM_INLINE void *SM_FN(alloc)(sm_mctx_t *c)
@@ -183,7 +234,15 @@ SM_INLINE void *SM_FN(alloc)(sm_mctx_t *c)
     size_t need = c->size > c->align ? c->size : c->align;
     if (!SM_FN(serves)(c) || need > (SM_OPT_CHUNK_SIZE))
         return SM_NEXT_FN(alloc)(c);
-    struct SM_FN(cs_alloc) a = { need <= (SM_OPT_MIN_BLOCK) ? (unsigned)SM_FN(min_order) : sm_log2_ceil(need), NULL };
+    struct SM_FN(cs_alloc) a = { 0, 0, NULL };
+#ifdef SM_SIZECLASS
+    if (need <= (size_t)SM_SIZECLASS_FN(max_size)) { /* a trimmed block of the class size */
+        need = sm_align_up(SM_SIZECLASS_FN(class_to_size)(SM_SIZECLASS_FN(size_to_class)(need)), SM_OPT_MIN_BLOCK);
+        if (need & (need - 1))
+            a.keep = need;
+    }
+#endif
+    a.order = need <= (SM_OPT_MIN_BLOCK) ? (unsigned)SM_FN(min_order) : sm_log2_ceil(need);
     SM_SYNC_FN(atomic_exec)(&SM_FN(obj).lock, SM_FN(cs_alloc), &a);
     if (sm_unlikely(!a.ptr))
         errno = ENOMEM;
@@ -204,7 +263,11 @@ SM_SLOWPATH sm_err_kind_t SM_FN(diagnose_free)(const struct SM_FN(chunk) *ch, si
         unsigned st = ch->state[start >> SM_FN(min_order)];
         if (!st || (st & SM_BUDDY_ORDER) < k)
             continue;
-        if (st & (SM_BUDDY_FREE | SM_BUDDY_BUSY)) {
+        if ((st & SM_BUDDY_USED) && (st & SM_BUDDY_PART)) { /* a later piece of a trimmed block */
+            *detail = "pointer is inside an allocated block, not at its start";
+            return SM_ERR_INVALID_FREE;
+        }
+        if (!(st & SM_BUDDY_USED)) {
             *detail = start == off ? "block is already free" : "block lies inside a free block (freed twice?)";
             return SM_ERR_DOUBLE_FREE;
         }
@@ -260,15 +323,25 @@ SM_INLINE void SM_FN(cs_free)(void *arg)
         f->detail = "chunk was released meanwhile: block freed twice";
         return;
     }
-    size_t off = (size_t)((char *)f->ptr - ch->base), i = off >> SM_FN(min_order);
-    unsigned st = ch->state[i], k = st & SM_BUDDY_ORDER;
-    if (sm_unlikely(!(st & SM_BUDDY_USED) || (off & ((SM_OPT_MIN_BLOCK) - 1)) || f->size > ((size_t)1 << k))) {
+    size_t off = (size_t)((char *)f->ptr - ch->base);
+    unsigned st = ch->state[off >> SM_FN(min_order)];
+    if (sm_unlikely((st & (SM_BUDDY_USED | SM_BUDDY_PART)) != SM_BUDDY_USED || (off & ((SM_OPT_MIN_BLOCK) - 1)) ||
+                    f->size > ((st & SM_BUDDY_MORE) ? SM_FN(block_bytes)(ch, off, st) : (size_t)1 << (st & SM_BUDDY_ORDER)))) {
         f->bad = true;
         f->error = SM_FN(diagnose_free)(ch, off, &f->detail);
         return;
     }
-    ch->state[i] = 0;
-    f->note = SM_FN(insert_free)(ch, off, k, 0) >= SM_FN(purge_order);
+    for (;;) { /* each piece; a later one's state is read before the earlier one merges */
+        unsigned k = st & SM_BUDDY_ORDER;
+        bool more = st & SM_BUDDY_MORE;
+        size_t next = off + ((size_t)1 << k);
+        ch->state[off >> SM_FN(min_order)] = 0;
+        f->note |= SM_FN(insert_free)(ch, off, k, 0) >= SM_FN(purge_order);
+        if (!more)
+            return;
+        off = next;
+        st = ch->state[off >> SM_FN(min_order)];
+    }
 }
 
 SM_INLINE void SM_FN(free)(sm_mctx_t *c)
@@ -295,21 +368,25 @@ SM_INLINE bool SM_FN(getmeta)(sm_mctx_t *c)
      * it, and other threads' splits and merges write other bytes. */
     size_t off = (size_t)((char *)c->ptr - ch->base);
     unsigned st = ch->state[off >> SM_FN(min_order)];
-    if ((off & ((SM_OPT_MIN_BLOCK) - 1)) || !(st & SM_BUDDY_USED))
+    if ((off & ((SM_OPT_MIN_BLOCK) - 1)) || (st & (SM_BUDDY_USED | SM_BUDDY_PART)) != SM_BUDDY_USED)
         return false;
-    c->usable = (size_t)1 << (st & SM_BUDDY_ORDER);
+    c->usable = SM_FN(block_bytes)(ch, off, st);
     c->owner = SM_LAYER_NAME;
     return true;
 }
 
-struct SM_FN(cs_resize) { struct SM_FN(chunk) *ch; size_t off; unsigned want; bool ok, note; };
+struct SM_FN(cs_resize) { struct SM_FN(chunk) *ch; size_t off, n; unsigned want; bool ok, note; };
 SM_INLINE void SM_FN(cs_resize)(void *arg)
 {
     struct SM_FN(cs_resize) *r = (struct SM_FN(cs_resize) *)arg;
     struct SM_FN(chunk) *ch = r->ch;
     size_t off = r->off, i = off >> SM_FN(min_order);
     unsigned st = ch->state[i], k = st & SM_BUDDY_ORDER, want = r->want;
-    bool ok = !(off & ((SM_OPT_MIN_BLOCK) - 1)) && (st & SM_BUDDY_USED);
+    bool ok = !(off & ((SM_OPT_MIN_BLOCK) - 1)) && (st & (SM_BUDDY_USED | SM_BUDDY_PART)) == SM_BUDDY_USED;
+    if (ok && (st & SM_BUDDY_MORE)) { /* a trimmed block: only within its size */
+        r->ok = r->n <= SM_FN(block_bytes)(ch, off, st);
+        return;
+    }
     if (ok && want < k) {
         while (k > want) {
             k--;
@@ -338,7 +415,7 @@ SM_INLINE bool SM_FN(resize)(sm_mctx_t *c, size_t n)
         return SM_NEXT_FN(resize)(c, n);
     if (n > (SM_OPT_CHUNK_SIZE))
         return false;
-    struct SM_FN(cs_resize) r = { ch, (size_t)((char *)c->ptr - ch->base),
+    struct SM_FN(cs_resize) r = { ch, (size_t)((char *)c->ptr - ch->base), n,
                                   n <= (SM_OPT_MIN_BLOCK) ? (unsigned)SM_FN(min_order) : sm_log2_ceil(n), false, false };
     SM_SYNC_FN(atomic_exec)(&SM_FN(obj).lock, SM_FN(cs_resize), &r);
     if (r.note)
@@ -359,6 +436,8 @@ SM_FORK_HOOKS_ONE_LOCK(&SM_FN(obj).lock)
 #undef SM_BUDDY_USED
 #undef SM_BUDDY_BUSY
 #undef SM_BUDDY_ORDER
+#undef SM_BUDDY_PART
+#undef SM_BUDDY_MORE
 #undef SM_BUDDY_PURGED
 #undef SM_BUDDY_BIT
 #undef SM_OPT_MIN_BLOCK

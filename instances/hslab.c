@@ -2,19 +2,20 @@
  * policy per layer and a core-aware thread cache.
  *
  *   mmap_heap(threadlocal_heap_size=2MB)
- *   :: buddy_glk(sync=flatcombine, size_handle=[32768, chunk])      pages and large blocks
+ *   :: buddy_glk(sync=flatcombine, sizeclass=tc, size_handle=[32768, chunk])   pages, large blocks
  *   :: slab_lk(sync=posix_spin, slab_size=64KB, sizeclass=tc, size_handle=[0, 32768])
- *   :: thread_cache(sizeclass=tc, size_handle=[0, 32768], cache_size=2MB, coreaware_cachesize=1)
+ *   :: thread_cache(sync=spinlock, sizeclass=tc, size_handle=[0, 32768], cache_size=2MB, coreaware_cachesize=1)
  *   :: malloc_socket
  *
- * Where it differs from the paper's line, and why (docs/sync.md): mmap_heap's faa_heap_growth,
- * buddy_glk's sizeclass slot and thread_cache's sync slot do not exist yet (issue 12); blocks above
+ * Where it differs from the paper's line, and why (docs/sync.md): mmap_heap's faa_heap_growth does
+ * not exist yet (issue 12); blocks above
  * buddy_glk's 4 MiB chunk go to mmap_heap's own mappings.
  */
 #include <sunmao/policies/err/warn.h>
 #include <sunmao/policies/sizeclass/tc.h>
 #include <sunmao/policies/sync/flatcombine.h>
 #include <sunmao/policies/sync/posix_spin.h>
+#include <sunmao/policies/sync/spinlock.h>
 
 #define SM_LAYER hslab_os
 #define SM_ERR   warn
@@ -24,6 +25,7 @@
 #define SM_LAYER hslab_pages
 #define SM_NEXT  hslab_os
 #define SM_SYNC  flatcombine
+#define SM_SIZECLASS tc
 #define SM_ERR   warn
 #define SM_SIZE_MIN (32u << 10)
 #define SM_OPT_CHUNK_SIZE (4u << 20)
@@ -40,6 +42,7 @@
 
 #define SM_LAYER     hslab_cache
 #define SM_NEXT      hslab_slab
+#define SM_SYNC      spinlock /* the paper's bare `sync`: the 32 MiB all caches share (pool.h) */
 #define SM_SIZECLASS tc
 #define SM_ERR       warn
 #define SM_SIZE_MAX  (32u << 10)

@@ -32,6 +32,7 @@ buddy_glk|MX_BUDDY|SM_OPT_CHUNK_SIZE=(256u << 10)|ut_max_order == 18
 buddy_glk|MX_BUDDY|SM_OPT_KEEP_SPARE=0|
 buddy_glk|MX_BUDDY|SM_OPT_DECAY_MS=5|
 buddy_glk|MX_BUDDY|SM_OPT_PURGE_MIN=(16u << 10)|
+buddy_glk|MX_BUDDY|SM_SIZECLASS=tc|mx_usable_of(40u << 10) == (40u << 10)
 slab_lk|MX_SLAB|SM_OPT_SLAB_SIZE=4096|ut_map_shift == 12
 slab_lk|MX_SLAB|SM_OPT_EMPTY_MAX=1|
 slab_lk|MX_SLAB|SM_OPT_COLOURS=1|
@@ -47,6 +48,7 @@ thread_cache|MX_THREAD|SM_OPT_GC_EVENTS=1|
 thread_cache|MX_THREAD|SM_OPT_IDLE_SCAN_REFILLS=1|ut_idle_scan_refills == 1
 thread_cache|MX_THREAD|SM_OPT_DOUBLE_FREE_CHECK=0|
 thread_cache|MX_THREAD|SM_OPT_CORE_AWARE=1|sizeof ut_obj.core_kib > sizeof(uint32_t)
+thread_cache|MX_THREAD|SM_SYNC=spinlock;SM_OPT_TOTAL_BYTES=(4u << 20)|ut_pooled == 1
 thread_cache|MX_THREAD|SM_RECLAIM=none;SM_OPT_CACHE_BYTES=(16u << 10)|sizeof ut_tls->mark[0] == 1
 decay_cache|MX_DECAY|SM_OPT_MIN_CACHED=4096|
 decay_cache|MX_DECAY|SM_OPT_MAX_WASTE=0|
@@ -59,6 +61,8 @@ mmap_heap|MX_MMAP|SM_OPT_GROWTH=(64u << 10)|mx_usable_of(1) == (64u << 10)
 mmap_heap|MX_MMAP|SM_OPT_THREAD_HEAP_SIZE=(4u << 20)|
 mmap_heap|MX_MMAP|SM_OPT_THREAD_HEAP_MAX_BLOCK=(64u << 10);SM_OPT_THREAD_HEAP_SIZE=(8u << 20)|
 mmap_heap|MX_MMAP|SM_OPT_HUGE_PAGES=1|
+mmap_heap|MX_MMAP|SM_OPT_FAA_GROWTH=1;SM_OPT_THREAD_HEAP_SIZE=(4u << 20)|ut_obj.arenas >= 1
+mmap_heap|MX_MMAP|SM_OPT_FAA_ARENA_REGIONS=2;SM_OPT_FAA_GROWTH=1;SM_OPT_THREAD_HEAP_SIZE=(1u << 20);SM_OPT_HUGE_PAGES=1|ut_obj.arenas >= 2
 brk_heap|MX_BRK|SM_OPT_GROWTH=(1u << 20)|
 sheap|MX_SHEAP|SM_OPT_POOL_SIZE=(2u << 20)|sizeof ut_pool == (2u << 20)
 sheap|MX_SHEAP|SM_OPT_POOL=(mx_pool + 5);SM_OPT_POOL_SIZE=MX_POOL_BYTES|MX_IN_ARRAY(mx_pool)

@@ -1,6 +1,7 @@
 /* Unit test of the mmap_heap OS layer: a plain instance (one mapping per block), a thread-heap
- * instance (per-thread carving, reuse of freed blocks, tails of exited threads adopted) and a
- * huge-page instance, side by side in one translation unit. */
+ * instance (per-thread carving, reuse of freed blocks, tails of exited threads adopted), a
+ * huge-page instance and an FAA-growth instance (thread regions from shared arenas), side by side
+ * in one translation unit. */
 #include <pthread.h>
 #include <sched.h>
 #include <stdatomic.h>
@@ -35,7 +36,36 @@
 #define SM_OPT_GROWTH ((size_t)64 << 10)
 #include <sunmao/os/mmap_heap.h>
 
+/* FAA growth (SM_OPT_FAA_GROWTH): 1 MiB regions, four to an arena, so the tests use up arenas.
+ * Its sync policy, `spy` (test only), is a mutex that after every critical section, still holding
+ * the lock, lets the test read the arena's top: arenas are reserved only in sections, so the test
+ * sees each one as it appears and keeps a list of them (faa_arena_log). */
+typedef struct { pthread_mutex_t m; } sm_sync_spy_t;
+#define SM_SYNC_spy_INIT { PTHREAD_MUTEX_INITIALIZER }
+enum { sm_sync_spy_thread_safe = 1 };
+static void spy_after_section(void);
+SM_UNUSED static inline void sm_sync_spy_lock(sm_sync_spy_t *l) { pthread_mutex_lock(&l->m); }
+SM_UNUSED static inline void sm_sync_spy_unlock(sm_sync_spy_t *l) { pthread_mutex_unlock(&l->m); }
+SM_UNUSED static inline bool sm_sync_spy_trylock(sm_sync_spy_t *l) { return pthread_mutex_trylock(&l->m) == 0; }
+SM_UNUSED static inline void sm_sync_spy_reinit(sm_sync_spy_t *l) { pthread_mutex_init(&l->m, NULL); }
+SM_UNUSED static inline void sm_sync_spy_atomic_exec(sm_sync_spy_t *l, void (*fn)(void *), void *arg)
+{
+    pthread_mutex_lock(&l->m);
+    fn(arg);
+    spy_after_section();
+    pthread_mutex_unlock(&l->m);
+}
+
+#define SM_LAYER mmf
+#define SM_ERR callback
+#define SM_SYNC spy
+#define SM_OPT_THREAD_HEAP_SIZE ((size_t)1 << 20)
+#define SM_OPT_FAA_GROWTH 1
+#define SM_OPT_FAA_ARENA_REGIONS 4
+#include <sunmao/os/mmap_heap.h>
+
 _Static_assert(mm_thread_safe && mmt_thread_safe && mm_zeroed && mm_min_align >= 4096, "mmap_heap properties");
+_Static_assert(mmf_thread_safe && mmf_zeroed, "mmap_heap properties with FAA growth");
 
 static int errors[SM_ERR_KIND_COUNT];
 static const void *last_error_ptr;
@@ -85,6 +115,7 @@ static const size_t aligns[] = { 16, 64, 4096, 65536, 1u << 20, 2u << 20 };
 ALIGNMENT_CASE(mm)
 ALIGNMENT_CASE(mmt)
 ALIGNMENT_CASE(mmh)
+ALIGNMENT_CASE(mmf)
 
 static void many_live_blocks_keep_their_patterns(void)
 {
@@ -331,6 +362,7 @@ static void every_instance_exit(void)
     mmt_thread_exit();
     mml_thread_exit();
     mmh_thread_exit();
+    mmf_thread_exit();
 }
 
 static void regions_handed_on_at_thread_exit(void)
@@ -455,6 +487,7 @@ static size_t usable_of(bool (*getmeta)(sm_mctx_t *), void *p)
 static bool mm_getmeta_fn(sm_mctx_t *c) { return mm_getmeta(c); }
 static bool mmt_getmeta_fn(sm_mctx_t *c) { return mmt_getmeta(c); }
 static bool mmh_getmeta_fn(sm_mctx_t *c) { return mmh_getmeta(c); }
+static bool mmf_getmeta_fn(sm_mctx_t *c) { return mmf_getmeta(c); }
 #define MM_USABLE(p) usable_of(mm_getmeta_fn, (p))
 
 /* The pages right after [p, p + len), mapped by hand so nothing can grow into them; NULL if the
@@ -770,11 +803,455 @@ static void remap_racing_maps_keep_their_registration(void)
            errors[SM_ERR_DOUBLE_FREE], (unsigned long)race_moves, (unsigned long)race_maps);
 }
 
+/* ---- FAA growth (mmf): regions taken from arenas by fetch-and-add ----
+ * The cases run in order and share the instance's state: the first four take regions from a
+ * layer with nothing to reuse (no freed block, no orphan tail), so the number of arenas is exact. */
+enum { FAA_REGIONS = 4, FAA_LOG = 4096 };
+#define FAA_REGION ((size_t)1 << 20)
+#define FAA_ARENA (FAA_REGIONS * FAA_REGION)
+#define FAA_BLOCK (FAA_REGION / 4) /* mmf's largest carved block: four fill a region */
+
+static char *faa_arena_log[FAA_LOG];
+static size_t faa_arenas_logged;
+static unsigned long spy_sections;
+
+static void spy_after_section(void)
+{
+    spy_sections++;
+    uint64_t w = __atomic_load_n(&mmf_obj.arena_top, __ATOMIC_RELAXED); /* others add to it meanwhile */
+    char *base = mmf_faa_base(w);
+    if (w && (!faa_arenas_logged || faa_arena_log[faa_arenas_logged - 1] != base) && faa_arenas_logged < FAA_LOG)
+        faa_arena_log[faa_arenas_logged++] = base;
+}
+
+/* The logged arena holding p, -1 if none. */
+static long faa_arena_of(const void *p)
+{
+    for (size_t i = 0; i < faa_arenas_logged; i++)
+        if ((const char *)p >= faa_arena_log[i] && (const char *)p < faa_arena_log[i] + FAA_ARENA)
+            return (long)i;
+    return -1;
+}
+/* r starts a region of an arena (so the whole region lies inside it). */
+static bool faa_region_ok(const void *r)
+{
+    long a = faa_arena_of(r);
+    return a >= 0 && (size_t)((const char *)r - faa_arena_log[a]) % FAA_REGION == 0;
+}
+/* Regions of the current arena handed out (all of them when there is none yet). */
+static size_t faa_used(void)
+{
+    uint64_t w = __atomic_load_n(&mmf_obj.arena_top, __ATOMIC_RELAXED);
+    return !w || mmf_faa_index(w) > FAA_REGIONS ? FAA_REGIONS : (size_t)mmf_faa_index(w);
+}
+/* The arenas there must be once `taken` more regions came from the top: none lost, none twice. */
+static size_t faa_expected_arenas(size_t arenas, size_t used, size_t taken)
+{
+    size_t left = FAA_REGIONS - used;
+    return taken <= left ? arenas : arenas + (taken - left + FAA_REGIONS - 1) / FAA_REGIONS;
+}
+static int faa_by_address(const void *a, const void *b)
+{
+    uintptr_t x = (uintptr_t)*(char *const *)a, y = (uintptr_t)*(char *const *)b;
+    return x < y ? -1 : x > y;
+}
+/* The n ranges [v[i], v[i] + len) are pairwise disjoint (v is sorted). */
+static bool faa_disjoint(char **v, size_t n, size_t len)
+{
+    qsort(v, n, sizeof *v, faa_by_address);
+    for (size_t i = 1; i < n; i++)
+        if ((size_t)(v[i] - v[i - 1]) < len)
+            return false;
+    return true;
+}
+
+/* (d) One thread uses up an arena: 16 blocks fill its four regions, in order, taking the lock only
+ * to reserve the arena; the 17th block needs a fifth region, so a second arena is reserved and its
+ * first region is the reserving thread's. */
+static char *faa_main_blocks[4 * FAA_REGIONS + 1];
+enum { FAA_MAIN = 4 * FAA_REGIONS + 1 };
+static void faa_used_up_arena_is_followed_by_a_new_one(void)
+{
+    reset_errors();
+    CHECK(mmf_obj.arenas == 0 && mmf_obj.arena_top == 0 && faa_arenas_logged == 0);
+    for (size_t i = 0; i < FAA_MAIN; i++) {
+        sm_mctx_t c = ALLOC(mmf, FAA_BLOCK - (i & 1) * 100, 16); /* rounded up to the same pages */
+        faa_main_blocks[i] = c.ptr;
+        CHECKF(c.ptr && (c.flags & SM_F_FRESH) && all_zero(c.ptr, FAA_BLOCK), "block %zu: %p", i, c.ptr);
+        if (!c.ptr)
+            return;
+        check_fill(c.ptr, FAA_BLOCK, 100 + (unsigned)i);
+        size_t want_arenas = i < 4 * FAA_REGIONS ? 1 : 2;
+        CHECKF(mmf_obj.arenas == want_arenas && faa_arenas_logged == want_arenas, "block %zu: %zu arenas, %zu seen",
+               i, mmf_obj.arenas, faa_arenas_logged);
+        if (faa_arenas_logged != want_arenas)
+            return;
+        char *want = i < 4 * FAA_REGIONS ? faa_arena_log[0] + i * FAA_BLOCK : faa_arena_log[1];
+        CHECKF(c.ptr == want, "block %zu at %p, not %p", i, c.ptr, (void *)want);
+    }
+    CHECKF(spy_sections == 2, "%lu critical sections for 5 regions: taking a region took the lock", spy_sections);
+    CHECK(mmf_faa_index(mmf_obj.arena_top) == 1); /* the reserving thread took region 0 itself */
+    char *a0 = faa_arena_log[0], *a1 = faa_arena_log[1];
+    CHECK(a1 >= a0 + FAA_ARENA || a0 >= a1 + FAA_ARENA);
+    for (size_t i = 0; i < FAA_MAIN; i++) {
+        sm_mctx_t m = sm_mctx_block(faa_main_blocks[i], 0, 0);
+        CHECKF(mmf_getmeta(&m) && m.usable == FAA_BLOCK && !strcmp(m.owner, "mmf"), "block %zu usable %zu", i, m.usable);
+        CHECKF(check_verify(faa_main_blocks[i], FAA_BLOCK, 100 + (unsigned)i), "block %zu corrupted", i);
+    }
+    /* Larger than a thread heap serves: a mapping of its own, outside the arenas. */
+    sm_mctx_t d = ALLOC(mmf, FAA_BLOCK + 1, 16);
+    sm_mctx_t m = sm_mctx_block(d.ptr, 0, 0);
+    CHECK(d.ptr && faa_arena_of(d.ptr) < 0 && mmf_getmeta(&m) && m.usable == FAA_BLOCK + sm_plat_page_size());
+    FREE(mmf, d.ptr, 0, 0);
+    CHECK(mmf_obj.freed_count == 0 && mmf_obj.arenas == 2);
+    CHECK(errors[SM_ERR_INVALID_FREE] == 0 && errors[SM_ERR_DOUBLE_FREE] == 0);
+}
+
+/* The race reasoning on the layer's own functions, with the interleavings a test cannot time: a
+ * fetch-and-add result names a region only below its arena's end, whatever the overshoot; a
+ * thread that overshot an arena another thread has replaced meanwhile reserves nothing when it
+ * gets the lock (it retries); one that overshot the current arena reserves the next and gets its
+ * first region, and the top then names the region after it. */
+static void faa_overshoot_names_no_region(void)
+{
+    reset_errors();
+    CHECK(faa_arenas_logged >= 2); /* after the case above */
+    if (faa_arenas_logged < 2)
+        return;
+    char *old = faa_arena_log[0], *high = (char *)(((uintptr_t)1 << 47) - FAA_ARENA);
+    for (uint64_t i = 0; i < FAA_REGIONS; i++) {
+        CHECK(mmf_faa_region_of(mmf_faa_word(old, i)) == old + i * FAA_REGION);
+        CHECK(mmf_faa_base(mmf_faa_word(high, i)) == high && mmf_faa_index(mmf_faa_word(high, i)) == i);
+    }
+    const uint64_t past[] = { FAA_REGIONS, FAA_REGIONS + 1, FAA_REGIONS + 1000, ((uint64_t)1 << 28) - 1 };
+    for (size_t i = 0; i < sizeof past / sizeof *past; i++)
+        CHECKF(mmf_faa_region_of(mmf_faa_word(old, past[i])) == NULL &&
+                   mmf_faa_base(mmf_faa_word(high, past[i])) == high,
+               "index %llu", (unsigned long long)past[i]);
+    CHECK(mmf_faa_region_of(0) == NULL); /* no arena yet */
+
+    uint64_t top = mmf_obj.arena_top;
+    size_t arenas = mmf_obj.arenas;
+    struct mmf_cs_arena late = { mmf_faa_word(old, FAA_REGIONS + 2), NULL, false };
+    sm_sync_spy_atomic_exec(&mmf_obj.lock, mmf_cs_arena, &late);
+    CHECK(late.retry && !late.region && mmf_obj.arena_top == top && mmf_obj.arenas == arenas);
+
+    /* Use up the current arena by hand (the regions are lost: address space only), overshoot it. */
+    uint64_t w;
+    while (mmf_faa_region_of(w = __atomic_fetch_add(&mmf_obj.arena_top, 1, __ATOMIC_ACQUIRE)) != NULL)
+        ;
+    struct mmf_cs_arena first = { w, NULL, false };
+    sm_sync_spy_atomic_exec(&mmf_obj.lock, mmf_cs_arena, &first);
+    CHECK(!first.retry && first.region && mmf_obj.arenas == arenas + 1 && faa_arenas_logged == arenas + 1);
+    CHECK(first.region == faa_arena_log[faa_arenas_logged - 1] && faa_region_ok(first.region));
+    CHECK(mmf_obj.arena_top == mmf_faa_word(first.region, 1));
+    CHECK(mmf_faa_region_of(mmf_obj.arena_top) == first.region + FAA_REGION);
+    /* The other overshooter of that arena, after it: the top names the new arena, so it retries. */
+    struct mmf_cs_arena second = { w + 1, NULL, false };
+    sm_sync_spy_atomic_exec(&mmf_obj.lock, mmf_cs_arena, &second);
+    CHECK(second.retry && !second.region && mmf_obj.arenas == arenas + 1);
+    /* The region handed out is recorded nowhere yet, but its page-map nodes exist: a record is one store. */
+    CHECK(mmf_record(first.region, FAA_BLOCK | mmf_w_carved) && usable_of(mmf_getmeta_fn, first.region) == FAA_BLOCK);
+    CHECK(mmf_record(first.region, 0) && usable_of(mmf_getmeta_fn, first.region) == 0); /* lost, as above */
+    CHECK(errors[SM_ERR_INVALID_FREE] == 0 && errors[SM_ERR_DOUBLE_FREE] == 0);
+}
+
+/* (a) Threads start together and each takes one region (four blocks fill it: no tail is left at
+ * exit), fills its blocks, waits until all have, and checks them. */
+enum { FAA_THREADS = 16 };
+static char *faa_thread_blocks[FAA_THREADS][4];
+static pthread_barrier_t faa_start, faa_filled;
+static void *faa_fill_a_region(void *arg)
+{
+    long t = (long)(intptr_t)arg, bad = 0;
+    pthread_barrier_wait(&faa_start);
+    for (int k = 0; k < 4; k++) {
+        sm_mctx_t c = ALLOC(mmf, FAA_BLOCK, 16);
+        faa_thread_blocks[t][k] = c.ptr;
+        if (!c.ptr) {
+            bad = -1;
+            break;
+        }
+        bad += !all_zero(c.ptr, FAA_BLOCK);
+        check_fill(c.ptr, FAA_BLOCK, (unsigned)(t * 4 + k));
+    }
+    pthread_barrier_wait(&faa_filled); /* a block handed out twice shows now */
+    for (int k = 0; k < 4 && bad >= 0; k++)
+        bad += !check_verify(faa_thread_blocks[t][k], FAA_BLOCK, (unsigned)(t * 4 + k));
+    return (void *)bad;
+}
+
+static void faa_threads_take_disjoint_regions_inside_arenas(void)
+{
+    reset_errors();
+    size_t arenas = mmf_obj.arenas, used = faa_used();
+    pthread_barrier_init(&faa_start, NULL, FAA_THREADS);
+    pthread_barrier_init(&faa_filled, NULL, FAA_THREADS);
+    check_threads(FAA_THREADS, faa_fill_a_region);
+    pthread_barrier_destroy(&faa_start);
+    pthread_barrier_destroy(&faa_filled);
+    size_t want = faa_expected_arenas(arenas, used, FAA_THREADS);
+    CHECKF(mmf_obj.arenas == want && faa_arenas_logged == want, "%zu arenas (%zu seen), %zu expected",
+           mmf_obj.arenas, faa_arenas_logged, want);
+    char *regions[FAA_THREADS + FAA_MAIN / 4 + 1];
+    size_t n = 0;
+    for (int t = 0; t < FAA_THREADS; t++) {
+        char *r = faa_thread_blocks[t][0];
+        CHECKF(r && faa_region_ok(r), "thread %d: region %p is not a region of an arena", t, (void *)r);
+        for (int k = 1; k < 4; k++) /* carved in order from one region */
+            CHECKF(faa_thread_blocks[t][k] == r + k * FAA_BLOCK, "thread %d block %d", t, k);
+        regions[n++] = r;
+    }
+    for (size_t i = 0; i < FAA_MAIN; i += 4)
+        regions[n++] = faa_main_blocks[i];
+    CHECK(faa_disjoint(regions, n, FAA_REGION));
+    CHECK(mmf_obj.orphans == NULL && mmf_obj.freed_count == 0);
+    CHECK(errors[SM_ERR_INVALID_FREE] == 0 && errors[SM_ERR_DOUBLE_FREE] == 0);
+}
+
+/* Threads take regions as fast as they can (blocks carved, never touched or freed), so the top is
+ * used up while others add to it, over and over: every region must be handed out once, inside an
+ * arena, and the arenas must be exactly as many as the regions need. */
+enum { FAA_RACERS = 4, FAA_RACE_REGIONS = 256 };
+static char *faa_race_blocks[FAA_RACERS][4 * FAA_RACE_REGIONS];
+static void *faa_race(void *arg)
+{
+    long t = (long)(intptr_t)arg;
+    pthread_barrier_wait(&faa_start);
+    for (int i = 0; i < 4 * FAA_RACE_REGIONS; i++) {
+        sm_mctx_t c = ALLOC(mmf, FAA_BLOCK, 16);
+        if (!c.ptr)
+            return (void *)-1L;
+        faa_race_blocks[t][i] = c.ptr; /* untouched: a page fault per block would space the adds out */
+    }
+    return NULL;
+}
+
+static void faa_racing_threads_never_share_a_region(void)
+{
+    reset_errors();
+    size_t arenas = mmf_obj.arenas, used = faa_used();
+    unsigned long sections = spy_sections;
+    pthread_barrier_init(&faa_start, NULL, FAA_RACERS);
+    check_threads(FAA_RACERS, faa_race);
+    pthread_barrier_destroy(&faa_start);
+    size_t want = faa_expected_arenas(arenas, used, FAA_RACERS * FAA_RACE_REGIONS);
+    CHECKF(mmf_obj.arenas == want && faa_arenas_logged == want, "%zu arenas (%zu seen), %zu expected",
+           mmf_obj.arenas, faa_arenas_logged, want);
+    static char *regions[FAA_RACERS * FAA_RACE_REGIONS];
+    size_t n = 0, bad = 0;
+    for (int t = 0; t < FAA_RACERS; t++)
+        for (int i = 0; i < 4 * FAA_RACE_REGIONS; i++) {
+            char *p = faa_race_blocks[t][i];
+            bad += !p;
+            if (!p)
+                continue;
+            if (i % 4 == 0) {
+                bad += !faa_region_ok(p);
+                regions[n++] = p;
+            } else {
+                bad += p != faa_race_blocks[t][i - 1] + FAA_BLOCK;
+            }
+        }
+    CHECKF(bad == 0, "%zu blocks missing, outside an arena or out of order", bad);
+    CHECK(faa_disjoint(regions, n, FAA_REGION));
+    /* Sections beyond the reservations: threads that found the arena used up and already replaced. */
+    unsigned long retries = spy_sections - sections - (unsigned long)(want - arenas);
+    printf("# os_mmap_heap: %zu arenas for %zu regions, %lu retries after a used-up arena\n", want - arenas, n, retries);
+    CHECK(mmf_obj.orphans == NULL && errors[SM_ERR_INVALID_FREE] == 0);
+}
+
+/* Orphan tails work as without FAA growth: each thread carves a block and exits, the next adopts
+ * the rest of its region, so ten threads use one region. */
+static void *faa_carve_and_exit(void *out)
+{
+    sm_mctx_t c = ALLOC(mmf, 10000, 16);
+    if (c.ptr)
+        check_fill(c.ptr, 10000, 5);
+    *(void **)out = c.ptr;
+    return NULL; /* the lifecycle service runs mmf_thread_exit */
+}
+
+static void faa_exited_threads_tails_are_adopted(void)
+{
+    reset_errors();
+    enum { N = 10 };
+    void *blocks[N];
+    size_t arenas = mmf_obj.arenas;
+    for (int i = 0; i < N; i++) {
+        pthread_t t;
+        pthread_create(&t, NULL, faa_carve_and_exit, &blocks[i]);
+        pthread_join(t, NULL);
+        CHECKF(mmf_obj.orphans != NULL, "thread %d left no tail", i);
+    }
+    CHECK(blocks[0] && faa_region_ok(blocks[0]) && mmf_obj.arenas <= arenas + 1);
+    for (int i = 0; i < N; i++) {
+        CHECKF(blocks[i] && check_verify(blocks[i], 10000, 5), "block %d", i);
+        CHECKF(blocks[i] && (size_t)((char *)blocks[i] - (char *)blocks[0]) < FAA_REGION,
+               "block %d outside the first thread's region", i);
+    }
+    for (int i = 0; i < N; i++)
+        FREE(mmf, blocks[i], 0, 0);
+    CHECK(errors[SM_ERR_INVALID_FREE] == 0 && errors[SM_ERR_DOUBLE_FREE] == 0);
+}
+
+/* (b) Blocks carved by threads now gone (and by this one) are freed by other threads, then
+ * allocated again by others: every block comes back from the freed ones, zeroed, and no region or
+ * arena is taken meanwhile. */
+enum { FAA_FREED = FAA_MAIN + 4 * FAA_THREADS, FAA_WORKERS = 4 };
+static char *faa_freed[FAA_FREED], *faa_again[FAA_FREED];
+static void *faa_free_share(void *arg)
+{
+    long w = (long)(intptr_t)arg, bad = 0;
+    for (int i = (int)w; i < FAA_FREED; i += FAA_WORKERS) {
+        unsigned seed = i < FAA_MAIN ? 100 + (unsigned)i : (unsigned)(i - FAA_MAIN);
+        bad += !check_verify(faa_freed[i], FAA_BLOCK, seed);
+        FREE(mmf, faa_freed[i], FAA_BLOCK, (i & 1) ? SM_F_SIZED : 0);
+    }
+    return (void *)bad;
+}
+static void *faa_alloc_share(void *arg)
+{
+    long w = (long)(intptr_t)arg, bad = 0;
+    for (int i = (int)w; i < FAA_FREED; i += FAA_WORKERS) {
+        sm_mctx_t c = ALLOC(mmf, FAA_BLOCK, 16);
+        faa_again[i] = c.ptr;
+        if (!c.ptr)
+            return (void *)-1L;
+        bad += !(c.flags & SM_F_FRESH) || !all_zero(c.ptr, FAA_BLOCK);
+        check_fill(c.ptr, FAA_BLOCK, 7);
+    }
+    return (void *)bad;
+}
+
+static void faa_frees_from_other_threads_are_reused(void)
+{
+    reset_errors();
+    for (size_t i = 0; i < FAA_MAIN; i++)
+        faa_freed[i] = faa_main_blocks[i];
+    for (int t = 0; t < FAA_THREADS; t++)
+        for (int k = 0; k < 4; k++)
+            faa_freed[FAA_MAIN + 4 * t + k] = faa_thread_blocks[t][k];
+    size_t arenas = mmf_obj.arenas;
+    size_t freed_before = mmf_obj.freed_count; /* the small blocks of the orphan case */
+    check_threads(FAA_WORKERS, faa_free_share);
+    CHECKF(mmf_obj.freed_count == freed_before + FAA_FREED, "%zu freed blocks", mmf_obj.freed_count);
+    for (size_t i = 0; i < FAA_FREED; i++) {
+        sm_mctx_t m = sm_mctx_block(faa_freed[i], 0, 0);
+        CHECKF(!mmf_getmeta(&m), "freed block %zu still a block", i);
+    }
+    check_threads(FAA_WORKERS, faa_alloc_share);
+    static char *sorted_freed[FAA_FREED], *sorted_again[FAA_FREED];
+    memcpy(sorted_freed, faa_freed, sizeof faa_freed);
+    memcpy(sorted_again, faa_again, sizeof faa_again);
+    CHECK(faa_disjoint(sorted_again, FAA_FREED, FAA_BLOCK)); /* no block handed to two threads */
+    faa_disjoint(sorted_freed, FAA_FREED, FAA_BLOCK);
+    CHECK(!memcmp(sorted_freed, sorted_again, sizeof sorted_freed)); /* exactly the freed blocks */
+    CHECK(mmf_obj.arenas == arenas && mmf_obj.freed_count == freed_before);
+    for (size_t i = 0; i < FAA_FREED; i++)
+        CHECKF(check_verify(faa_again[i], FAA_BLOCK, 7) && usable_of(mmf_getmeta_fn, faa_again[i]) == FAA_BLOCK,
+               "block %zu", i);
+    FREE(mmf, faa_again[0], 0, 0);
+    FREE(mmf, faa_again[0], 0, 0);
+    CHECK(errors[SM_ERR_DOUBLE_FREE] == 1 && errors[SM_ERR_INVALID_FREE] == 0);
+    for (size_t i = 1; i < FAA_FREED; i++)
+        FREE(mmf, faa_again[i], 0, 0);
+    for (int t = 0; t < FAA_RACERS; t++) /* the race's blocks, too */
+        for (int i = 0; i < 4 * FAA_RACE_REGIONS; i++)
+            FREE(mmf, faa_race_blocks[t][i], FAA_BLOCK, SM_F_SIZED);
+    CHECK(errors[SM_ERR_DOUBLE_FREE] == 1 && errors[SM_ERR_INVALID_FREE] == 0);
+    reset_errors();
+}
+
+/* (c) getmeta: carved blocks (inside an arena, page-rounded, at most the largest carved size,
+ * more than asked only when a larger freed block was reused), direct ones exact and outside;
+ * interior pointers and other instances' blocks are not mmf's. */
+static void faa_getmeta_and_usable_sizes(void)
+{
+    reset_errors();
+    size_t page = sm_plat_page_size();
+    const size_t sz[] = { 1, 100, 4095, 4096, 5000, 65536, 200000, FAA_BLOCK, FAA_BLOCK + 1, (size_t)3 << 20 };
+    for (size_t i = 0; i < sizeof sz / sizeof *sz; i++) {
+        sm_mctx_t c = ALLOC(mmf, sz[i], 16);
+        CHECKF(c.ptr, "size %zu", sz[i]);
+        if (!c.ptr)
+            continue;
+        size_t rounded = sm_align_up(sz[i], page), u = usable_of(mmf_getmeta_fn, c.ptr);
+        if (sz[i] <= FAA_BLOCK)
+            CHECKF(faa_arena_of(c.ptr) >= 0 && u >= rounded && u <= FAA_BLOCK && u % page == 0,
+                   "size %zu: usable %zu, arena %ld", sz[i], u, faa_arena_of(c.ptr));
+        else
+            CHECKF(faa_arena_of(c.ptr) < 0 && u == rounded, "size %zu: usable %zu", sz[i], u);
+        check_fill(c.ptr, u, 9);
+        sm_mctx_t m = sm_mctx_block(c.ptr, 0, 0);
+        CHECK(mmf_getmeta(&m) && m.owner && !strcmp(m.owner, "mmf") && !mmt_getmeta(&m) && !mm_getmeta(&m));
+        if (u > page)
+            CHECK(usable_of(mmf_getmeta_fn, (char *)c.ptr + page) == 0);
+        CHECK(usable_of(mmf_getmeta_fn, (char *)c.ptr + 16) == 0);
+        sm_mctx_t r = sm_mctx_block(c.ptr, 0, 0);
+        if (sz[i] <= FAA_BLOCK)
+            CHECK(mmf_resize(&r, u) && !mmf_resize(&r, u + 1) && usable_of(mmf_getmeta_fn, c.ptr) == u);
+        CHECK(check_verify(c.ptr, u, 9));
+        FREE(mmf, c.ptr, sz[i], SM_F_SIZED);
+        CHECK(usable_of(mmf_getmeta_fn, c.ptr) == 0);
+    }
+    sm_mctx_t t = ALLOC(mmt, 5000, 16);
+    CHECK(usable_of(mmf_getmeta_fn, t.ptr) == 0);
+    FREE(mmt, t.ptr, 0, 0);
+    CHECK(errors[SM_ERR_INVALID_FREE] == 0 && errors[SM_ERR_DOUBLE_FREE] == 0);
+}
+
+/* (e) A fork child allocates until it has reserved two arenas of its own, and its blocks hold. */
+static void faa_fork_child_allocates(void)
+{
+    reset_errors();
+    sm_mctx_t before = ALLOC(mmf, 5000, 16);
+    check_fill(before.ptr, 5000, 11);
+    mmf_fork_prepare();
+    pid_t pid = fork();
+    if (pid == 0) {
+        mmf_fork_child();
+        size_t arenas = mmf_obj.arenas;
+        enum { MAX = 20000 };
+        static char *p[MAX];
+        int n = 0, code = 0;
+        while (mmf_obj.arenas < arenas + 2 && n < MAX) {
+            sm_mctx_t c = ALLOC(mmf, FAA_BLOCK, 16);
+            if (!c.ptr || faa_arena_of(c.ptr) < 0) {
+                code = 2;
+                break;
+            }
+            p[n++] = c.ptr;
+            *(uintptr_t *)c.ptr = (uintptr_t)c.ptr * 3;
+        }
+        if (!code && mmf_obj.arenas < arenas + 2)
+            code = 3;
+        for (int i = 0; i < n && !code; i++)
+            if (*(uintptr_t *)p[i] != (uintptr_t)p[i] * 3)
+                code = 4;
+        if (!code && !check_verify(before.ptr, 5000, 11))
+            code = 5;
+        if (!code && errors[SM_ERR_INVALID_FREE] + errors[SM_ERR_DOUBLE_FREE])
+            code = 6;
+        _exit(code);
+    }
+    mmf_fork_parent();
+    CHECK(pid > 0);
+    int status = -1;
+    waitpid(pid, &status, 0);
+    CHECKF(WIFEXITED(status) && WEXITSTATUS(status) == 0, "child status %d", status);
+    sm_mctx_t c = ALLOC(mmf, FAA_BLOCK, 16);
+    CHECK(c.ptr && faa_arena_of(c.ptr) >= 0 && check_verify(before.ptr, 5000, 11));
+    FREE(mmf, c.ptr, 0, 0);
+    FREE(mmf, before.ptr, 0, 0);
+    CHECK(errors[SM_ERR_INVALID_FREE] == 0 && errors[SM_ERR_DOUBLE_FREE] == 0);
+}
+
 int main(void)
 {
     check_begin("os_mmap_heap");
     sm_err_callback_set(on_error);
-    CHECK(mm_create() == 0 && mmt_create() == 0 && mml_create() == 0 && mmh_create() == 0);
+    CHECK(mm_create() == 0 && mmt_create() == 0 && mml_create() == 0 && mmh_create() == 0 && mmf_create() == 0);
     RUN_CASE(mm_alignment_and_sizes);
     RUN_CASE(mmt_alignment_and_sizes);
     RUN_CASE(mmh_alignment_and_sizes);
@@ -797,5 +1274,14 @@ int main(void)
     RUN_CASE(remap_moves_when_the_next_pages_are_taken);
     RUN_CASE(remap_failure_leaves_the_block_intact);
     RUN_CASE(remap_racing_maps_keep_their_registration);
+    RUN_CASE(faa_used_up_arena_is_followed_by_a_new_one); /* these share mmf's state, in this order */
+    RUN_CASE(faa_overshoot_names_no_region);
+    RUN_CASE(faa_threads_take_disjoint_regions_inside_arenas);
+    RUN_CASE(faa_racing_threads_never_share_a_region);
+    RUN_CASE(faa_exited_threads_tails_are_adopted);
+    RUN_CASE(faa_frees_from_other_threads_are_reused);
+    RUN_CASE(faa_getmeta_and_usable_sizes);
+    RUN_CASE(mmf_alignment_and_sizes);
+    RUN_CASE(faa_fork_child_allocates);
     return check_end();
 }

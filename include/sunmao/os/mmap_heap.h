@@ -11,17 +11,26 @@
  *   SM_OPT_THREAD_HEAP_MAX_BLOCK  largest request served by the thread heap (default 1 MiB, and never
  *                                 more than a quarter of the thread heap)
  *   SM_OPT_HUGE_PAGES             1: ask for transparent huge pages on mappings >= 2 MiB, aligned to 2 MiB
+ *                                 (and on thread regions and arenas, arenas aligned to 2 MiB)
+ *   SM_OPT_FAA_GROWTH             1: thread regions come from shared arenas, each taken by one atomic
+ *                                 fetch-and-add on the arena's top (the paper's faa_heap_growth); 0
+ *                                 (default): each thread maps its own region. Needs SM_OPT_THREAD_HEAP_SIZE
+ *   SM_OPT_FAA_ARENA_REGIONS      regions per arena with SM_OPT_FAA_GROWTH (default 64): address space
+ *                                 reserved at a time (MAP_NORESERVE), page-map nodes created with it
  * Properties: thread-safe, page-aligned blocks, always zero-filled (SM_F_FRESH on every result).
  * Capabilities: MAPPING (L_remap grows a direct block, moving it if need be; L_split cuts one).
  *
  * Invariants: every block handed out is recorded in a page map keyed by its first page, holding its
  * size and kind (direct: a mapping of its own; carved: from a thread region, whose page-map nodes
- * exist from its reservation on), so free without a size, getmeta and foreign-pointer detection
- * cost one lock-free lookup; a free claims the word under the lock, so a racing second free is
- * reported, not obeyed. Lock order: the registry lock only (page-map updates and node mappings,
- * freed bins, orphan tails), in sections run by the sync policy's atomic_exec.
+ * exist from its reservation, or its arena's, on), so free without a size, getmeta and
+ * foreign-pointer detection cost one lock-free lookup; a free claims the word under the lock, so a
+ * racing second free is reported, not obeyed. A region taken from an arena lies inside it and is
+ * handed out once (thread_heap.h says why). Lock order: the registry lock only (page-map updates
+ * and node mappings, freed bins, orphan tails, arena reservation), in sections run by the sync
+ * policy's atomic_exec; the arena's top changes by fetch-and-add outside it, is replaced only in it.
  * Parts, in os/mmap_heap/, included below by this template only: thread_heap.h (thread heaps).
  * @check: SM_LAYER=t <sunmao/policies/err/warn.h> SM_ERR=warn */
+#include "../core/bits.h"
 #include "../core/layer.h"
 #include "../core/errors.h"
 #include "../core/pagemap.h"
@@ -52,10 +61,24 @@
 #ifndef SM_OPT_HUGE_PAGES
 #define SM_OPT_HUGE_PAGES 0
 #endif
+#ifndef SM_OPT_FAA_GROWTH
+#define SM_OPT_FAA_GROWTH 0
+#endif
+#ifndef SM_OPT_FAA_ARENA_REGIONS
+#define SM_OPT_FAA_ARENA_REGIONS 64
+#endif
 _Static_assert((SM_OPT_GROWTH) == 0 || ((SM_OPT_GROWTH) & ((SM_OPT_GROWTH) - 1)) == 0,
                "mmap_heap: SM_OPT_GROWTH must be 0 or a power of two");
 _Static_assert((SM_OPT_THREAD_HEAP_SIZE) == 0 || (SM_OPT_THREAD_HEAP_SIZE) >= ((size_t)1 << 20),
                "mmap_heap: SM_OPT_THREAD_HEAP_SIZE must be 0 or at least 1 MiB");
+_Static_assert((SM_OPT_FAA_GROWTH) == 0 || (SM_OPT_FAA_GROWTH) == 1, "mmap_heap: SM_OPT_FAA_GROWTH must be 0 or 1");
+_Static_assert((SM_OPT_FAA_GROWTH) == 0 || (SM_OPT_THREAD_HEAP_SIZE) != 0,
+               "mmap_heap: SM_OPT_FAA_GROWTH 1 needs SM_OPT_THREAD_HEAP_SIZE != 0 (it grows the thread heaps)");
+_Static_assert((SM_OPT_FAA_ARENA_REGIONS) >= 1 && (SM_OPT_FAA_ARENA_REGIONS) <= 65536,
+               "mmap_heap: SM_OPT_FAA_ARENA_REGIONS must be in [1, 65536]");
+_Static_assert((SM_OPT_FAA_GROWTH) == 0 ||
+                   (SM_OPT_THREAD_HEAP_SIZE) <= ((size_t)1 << 40) / (size_t)(SM_OPT_FAA_ARENA_REGIONS),
+               "mmap_heap: SM_OPT_FAA_ARENA_REGIONS x SM_OPT_THREAD_HEAP_SIZE must be at most 1 TiB");
 
 /* Page-map word of a block's first page: its size (a multiple of 4 KiB) | kind bits. */
 enum {
@@ -81,7 +104,9 @@ static struct {
     struct SM_FN(link) *bins[SM_FN(bin_count)]; /* freed carved blocks, by log2 of page count */
     size_t freed_count;                          /* blocks in bins; read without the lock */
     struct SM_FN(link) *orphans;                 /* region tails of exited threads */
-} SM_FN(obj) = { SM_SYNC_INIT, { { 0 } }, { 0 }, 0, 0 };
+    uint64_t arena_top;                          /* SM_OPT_FAA_GROWTH: the arena and its next region */
+    size_t arenas;                               /* arenas reserved (under the lock) */
+} SM_FN(obj) = { SM_SYNC_INIT, { { 0 } }, { 0 }, 0, 0, 0, 0 };
 
 /* Default TLS model on purpose: initial-exec would make the library impossible to dlopen. */
 static __thread struct { char *cur, *end; } SM_FN(region);
@@ -98,7 +123,14 @@ SM_INLINE size_t SM_FN(granularity)(void)
     return growth > page ? growth : page;
 }
 
-static void *SM_FN(node_alloc)(size_t bytes) { return sm_plat_map(bytes); }
+/* Called in sections: a failed mapping leaves errno alone (the caller reports ENOMEM itself). */
+static void *SM_FN(node_alloc)(size_t bytes)
+{
+    int saved = errno;
+    void *p = sm_plat_map(bytes);
+    errno = saved;
+    return p;
+}
 
 SM_INLINE uintptr_t SM_FN(word)(const void *p)
 {
@@ -124,8 +156,9 @@ SM_INLINE int SM_FN(create)(void)
 }
 
 /* Critical sections go to the sync policy's atomic_exec, which may run them on another thread (a
- * combining policy): they make no system call, set no errno, raise nothing and touch no thread-local
- * state (the thread's region is the caller's); results travel back in the argument. */
+ * combining policy): they make no system call but mappings for page-map nodes and arenas, leave
+ * errno as it was, raise nothing and touch no thread-local state (the thread's region is the
+ * caller's); results travel back in the argument. */
 
 /* Up to two registry updates in one section: the second only if the first succeeded. */
 struct SM_FN(cs_record) { char *p1; uintptr_t w1; char *p2; uintptr_t w2; bool ok; };
@@ -204,7 +237,7 @@ SM_INLINE void SM_FN(cs_push)(void *arg)
 {
     struct SM_FN(cs_push) *q = (struct SM_FN(cs_push) *)arg;
     q->b->next = *q->head;
-    *q->head = q->b;
+    __atomic_store_n(q->head, q->b, __ATOMIC_RELAXED); /* the orphans' head is read without the lock */
     if (q->freed)
         __atomic_store_n(&SM_FN(obj).freed_count, SM_FN(obj).freed_count + 1, __ATOMIC_RELAXED);
 }
@@ -397,5 +430,7 @@ SM_INLINE void SM_FN(fork_child)(void) { SM_SYNC_FN(reinit)(&SM_FN(obj).lock); }
 #undef SM_OPT_THREAD_HEAP_SIZE
 #undef SM_OPT_THREAD_HEAP_MAX_BLOCK
 #undef SM_OPT_HUGE_PAGES
+#undef SM_OPT_FAA_GROWTH
+#undef SM_OPT_FAA_ARENA_REGIONS
 #define SM_LAYER_OFFERS SM_CAP_MAPPING
 #include "../core/layer_end.h"

@@ -135,6 +135,8 @@ def workloads():
           desc="1..16 MiB blocks, every page touched"),
         W("release", "memory", ["release", "64", "400", "10", "2000"], ["release", "16", "100", "3", "1000"],
           geo=("rss",), desc="RSS after freeing small/medium/large phases, while idle (time: mostly fixed waits)"),
+        W("manythreads", "memory", ["manythreads", "64", "3", "4194304"], ["manythreads", "32", "2", "2097152"],
+          desc="64 threads alive at once after bursts of small objects: what per-thread caches hold"),
     ]
     for t in range(1, NCPU + 1):
         ws.append(W("scale-%d" % t, "scaling", ["mtest", str(t), "40000000", "64", "512"],

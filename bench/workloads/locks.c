@@ -2,7 +2,8 @@
  * atomic_exec; a section reads and writes `lines` cache lines of shared data (a stand-in for an
  * allocator's free lists), then the thread does `gap` ns-scale iterations of private work. Prints
  * ns per section (wall time / all sections) for each policy, so combining (ccsynch, flatcombine)
- * can be set against the locks on the same machine and thread count.
+ * and delegation to a server thread (rcl) can be set against the locks on the same machine and
+ * thread count.
  * usage: locks [threads=2] [sections_per_thread=1000000] [lines=4] [gap=50] [policy=all] */
 #include <pthread.h>
 #include <stdint.h>
@@ -15,6 +16,7 @@
 #include <sunmao/policies/sync/mcslock.h>
 #include <sunmao/policies/sync/mutex.h>
 #include <sunmao/policies/sync/posix_spin.h>
+#include <sunmao/policies/sync/rcl.h>
 #include <sunmao/policies/sync/spinlock.h>
 #include <sunmao/policies/sync/ticket.h>
 
@@ -31,6 +33,7 @@ static void gap(void)
     volatile unsigned x = 0;
     for (long i = 0; i < GAP; i++)
         x += (unsigned)i;
+    (void)x;
 }
 static double now(void)
 {
@@ -50,7 +53,7 @@ static double now(void)
         }                                                                                              \
         return NULL;                                                                                   \
     }
-POLICY(spinlock) POLICY(mutex) POLICY(posix_spin) POLICY(ticket) POLICY(mcslock) POLICY(ccsynch) POLICY(flatcombine)
+POLICY(spinlock) POLICY(mutex) POLICY(posix_spin) POLICY(ticket) POLICY(mcslock) POLICY(ccsynch) POLICY(flatcombine) POLICY(rcl)
 
 static void run(const char *name, void *(*worker)(void *), const char *only)
 {
@@ -85,5 +88,6 @@ int main(int argc, char **argv)
     run("mcslock", mcslock_worker, only);
     run("ccsynch", ccsynch_worker, only);
     run("flatcombine", flatcombine_worker, only);
+    run("rcl", rcl_worker, only);
     return 0;
 }

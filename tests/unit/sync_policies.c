@@ -1,20 +1,24 @@
 /* Unit test of every sync policy (policies/sync/): spinlock, mutex, posix_spin, ticket, mcslock,
- * ccsynch, flatcombine. For each, four threads run a section that reads and bumps two counters
+ * ccsynch, flatcombine, rcl. For each, four threads run a section that reads and bumps two counters
  * and detects another section running at once: three through atomic_exec, one through lock/unlock
  * and trylock. Each section's result (the counter it saw) travels back to its caller, so a
  * combining policy that ran a section for another thread must carry it back: every value must come
  * back exactly once. Then trylock on a held and a free lock, and fork: the lock taken in
- * fork_prepare's place, the child re-creates it and uses it while the parent's threads go on. */
+ * fork_prepare's place, the child re-creates it and uses it while the parent's threads go on.
+ * rcl has cases of its own at the end: sections run on its server, the server parks and is woken,
+ * the fallbacks (no slot free, server being created), and rcl nested in rcl. */
 #include <pthread.h>
 #include <stdint.h>
 #include <string.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 #include <sunmao/policies/sync/ccsynch.h>
 #include <sunmao/policies/sync/flatcombine.h>
 #include <sunmao/policies/sync/mcslock.h>
 #include <sunmao/policies/sync/mutex.h>
 #include <sunmao/policies/sync/posix_spin.h>
+#include <sunmao/policies/sync/rcl.h>
 #include <sunmao/policies/sync/spinlock.h>
 #include <sunmao/policies/sync/ticket.h>
 #include "tests/support/check.h"
@@ -163,6 +167,7 @@ POLICY_SUITE(ticket)
 POLICY_SUITE(mcslock)
 POLICY_SUITE(ccsynch)
 POLICY_SUITE(flatcombine)
+POLICY_SUITE(rcl)
 
 /* posix_spin's static initialiser is what pthread_spin_init stores (the platform layer assumes the
  * C library's representation: this is where a wrong assumption shows). */
@@ -172,6 +177,194 @@ static void posix_spin_static_init_matches(void)
     memset((void *)&fresh, 0xa5, sizeof fresh); /* pthread_spinlock_t is volatile in glibc */
     sm_sync_posix_spin_reinit(&fresh);
     CHECK(memcmp((const void *)&fresh, (const void *)&initialised, sizeof fresh) == 0);
+}
+
+/* ---- rcl ---- */
+static int rcl_state(sm_sync_rcl_t *l) { return __atomic_load_n(&l->state, __ATOMIC_ACQUIRE); }
+
+/* Sections through the lock given, until rcl_stop. */
+static void *rcl_hammer_on(void *lock)
+{
+    while (!__atomic_load_n(&rcl_stop, __ATOMIC_RELAXED)) {
+        struct section s;
+        sm_sync_rcl_atomic_exec((sm_sync_rcl_t *)lock, section, &s);
+    }
+    return NULL;
+}
+
+/* `threads` threads hammer l while this one runs `rounds` sections through it; no section overlaps. */
+static void rcl_contend(sm_sync_rcl_t *l, int threads, int rounds)
+{
+    memset(&shared, 0, sizeof shared);
+    pthread_t t[THREADS];
+    for (int i = 0; i < threads; i++)
+        pthread_create(&t[i], NULL, rcl_hammer_on, l);
+    for (int i = 0; i < rounds; i++) {
+        struct section s = { ~0ul };
+        sm_sync_rcl_atomic_exec(l, section, &s);
+    }
+    __atomic_store_n(&rcl_stop, 1, __ATOMIC_RELAXED);
+    for (int i = 0; i < threads; i++)
+        pthread_join(t[i], NULL);
+    __atomic_store_n(&rcl_stop, 0, __ATOMIC_RELAXED);
+    CHECKF(shared.overlaps == 0 && shared.shadow == 2 * shared.counter && shared.counter >= (unsigned long)rounds,
+           "%lu overlapping sections, shadow %lu, counter %lu", shared.overlaps, shared.shadow, shared.counter);
+}
+
+/* Which thread ran a section. */
+struct whose { pthread_t ran_on; };
+static void whose_section(void *arg) { ((struct whose *)arg)->ran_on = pthread_self(); }
+
+/* True once one of this thread's sections ran on another thread (only a server runs another's
+ * section) while `hammers` threads hammer l; tries for up to 30 s (a busy machine may keep the
+ * server off the CPU, and its clients then withdraw their requests). */
+static bool rcl_served(sm_sync_rcl_t *l, int hammers)
+{
+    pthread_t t[THREADS];
+    for (int i = 0; i < hammers; i++)
+        pthread_create(&t[i], NULL, rcl_hammer_on, l);
+    bool served = false;
+    struct whose w;
+    for (time_t end = time(NULL) + 30; !served && time(NULL) < end;)
+        for (int i = 0; i < 10000 && !served; i++) {
+            sm_sync_rcl_atomic_exec(l, whose_section, &w);
+            served = !pthread_equal(w.ran_on, pthread_self());
+        }
+    __atomic_store_n(&rcl_stop, 1, __ATOMIC_RELAXED);
+    for (int i = 0; i < hammers; i++)
+        pthread_join(t[i], NULL);
+    __atomic_store_n(&rcl_stop, 0, __ATOMIC_RELAXED);
+    return served;
+}
+
+/* After contention the lock has a server, and posted sections run on it. */
+static void rcl_sections_run_on_the_server(void)
+{
+    rcl_contend(&rcl_lock, 2, 20000);
+    int state = rcl_state(&rcl_lock);
+    CHECKF(state == SM_SYNC_RCL_RUNNING || state == SM_SYNC_RCL_PARKED, "state %d: no server after contention", state);
+    CHECKF(rcl_served(&rcl_lock, 1), "no section ran on the server (state %d)", rcl_state(&rcl_lock));
+}
+
+/* Idle, the server parks (it burns no core); an uncontended call then runs on its caller and
+ * leaves it parked; contended calls wake it. */
+static void rcl_parks_and_wakes(void)
+{
+    for (int i = 0; i < 3000 && rcl_state(&rcl_lock) != SM_SYNC_RCL_PARKED; i++) /* 10 ms, unless the machine is busy */
+        usleep(10000);
+    CHECKF(rcl_state(&rcl_lock) == SM_SYNC_RCL_PARKED, "state %d after 30 s idle", rcl_state(&rcl_lock));
+    struct whose w;
+    sm_sync_rcl_atomic_exec(&rcl_lock, whose_section, &w);
+    CHECK(pthread_equal(w.ran_on, pthread_self()) && rcl_state(&rcl_lock) == SM_SYNC_RCL_PARKED);
+    CHECKF(rcl_served(&rcl_lock, 2), "the parked server was never woken (state %d)", rcl_state(&rcl_lock));
+}
+
+/* A caller that finds no free slot, or a server being created, runs its section itself. */
+static void rcl_fallbacks(void)
+{
+    rcl_contend(&rcl_lock, 1, 1000); /* the server runs */
+    for (unsigned i = 0; i < SM_SYNC_RCL_SLOTS; i++) /* as if clients held every slot */
+        __atomic_store_n(&rcl_lock.slot[i].state, SM_SYNC_RCL_CLAIMED, __ATOMIC_RELEASE);
+    struct whose w;
+    sm_sync_rcl_atomic_exec(&rcl_lock, whose_section, &w);
+    CHECK(pthread_equal(w.ran_on, pthread_self()));
+    rcl_contend(&rcl_lock, 2, 20000);
+    for (unsigned i = 0; i < SM_SYNC_RCL_SLOTS; i++)
+        __atomic_store_n(&rcl_lock.slot[i].state, SM_SYNC_RCL_FREE, __ATOMIC_RELEASE);
+
+    static sm_sync_rcl_t starting = SM_SYNC_rcl_INIT; /* as if its creator were in pthread_create */
+    sm_sync_rcl_lock(&starting);
+    __atomic_store_n(&starting.state, SM_SYNC_RCL_STARTING, __ATOMIC_RELEASE);
+    sm_sync_rcl_unlock(&starting);
+    rcl_contend(&starting, 2, 20000);
+    CHECKF(rcl_state(&starting) == SM_SYNC_RCL_STARTING, "state %d", rcl_state(&starting));
+}
+
+/* rcl in rcl, as when a layer's section calls its next layer: outer's sections call inner's. A
+ * contended call inside outer's section must not create inner's server (thread creation may
+ * allocate and need outer); the same call outside any section does. Then both hammered at once. */
+static sm_sync_rcl_t rcl_outer = SM_SYNC_rcl_INIT, rcl_inner = SM_SYNC_rcl_INIT;
+static struct { unsigned long n, m; int inside; unsigned long overlaps; } inner_data;
+static void inner_section(void *arg)
+{
+    (void)arg;
+    if (__atomic_exchange_n(&inner_data.inside, 1, __ATOMIC_RELAXED))
+        __atomic_add_fetch(&inner_data.overlaps, 1, __ATOMIC_RELAXED);
+    inner_data.n++;
+    inner_data.m += 3;
+    __atomic_store_n(&inner_data.inside, 0, __ATOMIC_RELAXED);
+}
+static void outer_section(void *arg)
+{
+    section(arg);
+    sm_sync_rcl_atomic_exec(&rcl_inner, inner_section, NULL);
+}
+static void *holder(void *lock) /* holds a lock's word a while: the next call is contended */
+{
+    sm_sync_rcl_lock((sm_sync_rcl_t *)lock);
+    usleep(50000);
+    sm_sync_rcl_unlock((sm_sync_rcl_t *)lock);
+    return NULL;
+}
+static void hold_meanwhile(pthread_t *t, sm_sync_rcl_t *l)
+{
+    pthread_create(t, NULL, holder, l);
+    while (!__atomic_load_n(&l->word, __ATOMIC_ACQUIRE))
+        usleep(100);
+}
+static pthread_barrier_t nested_start; /* the hammers start together, or they may run one by one */
+static void *outer_hammer(void *unused)
+{
+    (void)unused;
+    pthread_barrier_wait(&nested_start);
+    for (int i = 0; i < ROUNDS; i++) {
+        struct section s;
+        sm_sync_rcl_atomic_exec(&rcl_outer, outer_section, &s);
+    }
+    return NULL;
+}
+static void *inner_hammer(void *unused)
+{
+    (void)unused;
+    pthread_barrier_wait(&nested_start);
+    for (int i = 0; i < ROUNDS; i++)
+        sm_sync_rcl_atomic_exec(&rcl_inner, inner_section, NULL);
+    return NULL;
+}
+static void rcl_nested_in_rcl(void)
+{
+    memset(&shared, 0, sizeof shared);
+    memset(&inner_data, 0, sizeof inner_data);
+    pthread_t t[THREADS];
+    struct section s;
+    sm_sync_rcl_atomic_exec(&rcl_inner, inner_section, NULL); /* inner is on the registry */
+    hold_meanwhile(&t[0], &rcl_inner);
+    sm_sync_rcl_atomic_exec(&rcl_outer, outer_section, &s); /* a contended inner call inside outer's section */
+    pthread_join(t[0], NULL);
+    CHECKF(rcl_state(&rcl_inner) == SM_SYNC_RCL_NOSERVER, "inner's server was created inside outer's section (state %d)",
+           rcl_state(&rcl_inner));
+    hold_meanwhile(&t[0], &rcl_inner);
+    sm_sync_rcl_atomic_exec(&rcl_inner, inner_section, NULL); /* contended, outside any section */
+    pthread_join(t[0], NULL);
+    hold_meanwhile(&t[0], &rcl_outer); /* and outer's, so that its server calls inner's */
+    sm_sync_rcl_atomic_exec(&rcl_outer, outer_section, &s);
+    pthread_join(t[0], NULL);
+    int state = rcl_state(&rcl_inner), outer_state = rcl_state(&rcl_outer);
+    CHECKF(state >= SM_SYNC_RCL_STARTING && state <= SM_SYNC_RCL_PARKED && outer_state >= SM_SYNC_RCL_STARTING &&
+               outer_state <= SM_SYNC_RCL_PARKED,
+           "a server was not created (inner's state %d, outer's %d)", state, outer_state);
+
+    pthread_barrier_init(&nested_start, NULL, THREADS);
+    for (int i = 0; i < THREADS; i++)
+        pthread_create(&t[i], NULL, i < 3 ? outer_hammer : inner_hammer, NULL);
+    for (int i = 0; i < THREADS; i++)
+        pthread_join(t[i], NULL);
+    pthread_barrier_destroy(&nested_start);
+    unsigned long outer_n = 2ul + 3ul * ROUNDS, inner_n = 4ul + 4ul * ROUNDS;
+    CHECKF(shared.counter == outer_n && shared.overlaps == 0 && inner_data.n == inner_n && inner_data.m == 3 * inner_n &&
+               inner_data.overlaps == 0,
+           "outer %lu of %lu (%lu overlaps), inner %lu of %lu (%lu overlaps)", shared.counter, outer_n, shared.overlaps,
+           inner_data.n, inner_n, inner_data.overlaps);
 }
 
 #define RUN_SUITE(P)                                                                                         \
@@ -191,6 +384,11 @@ int main(void)
     RUN_SUITE(mcslock);
     RUN_SUITE(ccsynch);
     RUN_SUITE(flatcombine);
+    RUN_SUITE(rcl);
     RUN_CASE(posix_spin_static_init_matches);
+    RUN_CASE(rcl_sections_run_on_the_server);
+    RUN_CASE(rcl_parks_and_wakes);
+    RUN_CASE(rcl_fallbacks);
+    RUN_CASE(rcl_nested_in_rcl);
     return check_end();
 }

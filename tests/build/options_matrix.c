@@ -36,6 +36,7 @@
 #define MX_BRK         8
 #define MX_SHEAP       9
 #define MX_MALLOC_HEAP 10
+#define MX_SEGFIT      11
 
 #ifndef MX_COMP
 #error "options_matrix: build with -DMX_COMP=<composition> (see tests/build/options_matrix.sh)"
@@ -49,7 +50,8 @@
 #define MX_EFFECT_TEXT SM_STR(MX_EFFECT)
 
 /* ---- the compositions: sizes requested [MX_MIN, MX_MAX], MX_BIG_EVERY-th request up to MX_BIG ---- */
-#if MX_COMP == MX_TLSF || MX_COMP == MX_BUDDY || MX_COMP == MX_SLAB || MX_COMP == MX_THREAD || MX_COMP == MX_DECAY
+#if MX_COMP == MX_TLSF || MX_COMP == MX_BUDDY || MX_COMP == MX_SLAB || MX_COMP == MX_THREAD || MX_COMP == MX_DECAY || \
+    MX_COMP == MX_SEGFIT
 #define MX_HAS_FAKE 1
 #define SM_LAYER fk
 #include "tests/support/fake_next.h"
@@ -76,6 +78,19 @@
 #define SM_ERR callback
 #include MX_OPTS
 #include <sunmao/layers/core/buddy_glk.h>
+
+#elif MX_COMP == MX_SEGFIT
+#include <sunmao/policies/sizeclass/log2b.h>
+#define MX_MIN 1
+#define MX_MAX ((size_t)512 << 10)
+#define MX_BIG ((size_t)6 << 20)
+#define SM_LAYER ut
+#define SM_NEXT fk
+#define SM_SYNC spinlock
+#define SM_SIZECLASS log2b
+#define SM_ERR callback
+#include MX_OPTS
+#include <sunmao/layers/core/segfit_lk.h>
 
 #elif MX_COMP == MX_SLAB
 #define MX_MIN 1

@@ -110,7 +110,7 @@ static inline bool SM_FN(purge)(sm_mctx_t *c)
     return inside;
 }
 static inline void SM_FN(release)(sm_release_t *r) { (void)r; SM_FN(obj).releases++; }
-static inline void SM_FN(thread_exit)(void) { SM_FN(obj).thread_exits++; }
+static inline void SM_FN(thread_exit)(void) { __atomic_add_fetch(&SM_FN(obj).thread_exits, 1, __ATOMIC_RELAXED); }
 static inline void SM_FN(fork_prepare)(void) { pthread_mutex_lock(&SM_FN(obj).lock); SM_FN(obj).forks++; }
 static inline void SM_FN(fork_parent)(void) { pthread_mutex_unlock(&SM_FN(obj).lock); }
 static inline void SM_FN(fork_child)(void) { pthread_mutex_init(&SM_FN(obj).lock, NULL); }

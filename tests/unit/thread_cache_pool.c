@@ -5,6 +5,7 @@
  * slow path; an exiting thread returns its budget; a fork child keeps its own cache's only.
  * Objects held throughout keep their contents. */
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -78,16 +79,16 @@ static bool cache_fits(void)
 {
     struct tpool_cache *c = tpool_tls;
     tpool_event(c);
-    return c->capacity <= tpool_budget_now(c) && t_cached_bytes() <= c->capacity && c->budget <= PER_THREAD;
+    return c->capacity <= tpool_budget_now(c) && t_cached_bytes() <= c->capacity && tpool_budget_now(c) <= PER_THREAD;
 }
 
-static volatile int monitor_stop, books_bad;
+static atomic_int monitor_stop, books_bad;
 static void *monitor(void *unused)
 {
     (void)unused;
-    while (!monitor_stop)
+    while (!atomic_load(&monitor_stop))
         if (!books_balance(NULL, NULL))
-            books_bad++;
+            atomic_fetch_add(&books_bad, 1);
     return NULL;
 }
 
@@ -116,14 +117,15 @@ static void *churner(void *arg)
 static void books_balance_under_contention(void)
 {
     pthread_t m;
-    monitor_stop = 0, books_bad = 0;
+    atomic_store(&monitor_stop, 0);
+    atomic_store(&books_bad, 0);
     pthread_create(&m, NULL, monitor, NULL);
     check_threads(6, churner);
-    monitor_stop = 1;
+    atomic_store(&monitor_stop, 1);
     pthread_join(m, NULL);
     size_t budgets;
     unsigned members;
-    CHECKF(books_bad == 0, "the books did not balance %d times", books_bad);
+    CHECKF(atomic_load(&books_bad) == 0, "the books did not balance %d times", atomic_load(&books_bad));
     CHECKF(books_balance(&budgets, &members), "books after the threads exited");
     /* Only the main thread's cache (if it has one) is still registered. */
     CHECKF(members <= 1 && budgets <= PER_THREAD, "after exit: %u caches registered holding %zu bytes", members, budgets);
@@ -138,7 +140,7 @@ static void *victim(void *unused)
     (void)unused;
     churn();
     struct tpool_cache *c = tpool_tls;
-    size_t full = c->budget, cap = c->capacity;
+    size_t full = tpool_budget_now(c), cap = c->capacity;
     pthread_barrier_wait(&steps); /* 1: full */
     pthread_barrier_wait(&steps); /* 2: the others took their budgets */
     size_t robbed = tpool_budget_now(c);
@@ -154,7 +156,7 @@ static void *thief(void *unused)
     (void)unused;
     pthread_barrier_wait(&steps); /* 1 */
     churn();
-    long bad = !cache_fits() || tpool_tls->budget < STEP;
+    long bad = !cache_fits() || tpool_budget_now(tpool_tls) < STEP;
     pthread_barrier_wait(&steps); /* 2 */
     return (void *)bad;
 }
@@ -189,7 +191,7 @@ static void fork_child_keeps_its_own(void)
         pthread_create(&h[i], NULL, holder, NULL);
     pthread_barrier_wait(&forked);
     churn(); /* the forking thread has a cache too (the others hold most of the total) */
-    size_t mine = tpool_tls->budget;
+    size_t mine = tpool_budget_now(tpool_tls);
     tpool_fork_prepare();
     pid_t pid = fork();
     if (pid == 0) {

@@ -37,6 +37,7 @@
 #define MX_SHEAP       9
 #define MX_MALLOC_HEAP 10
 #define MX_SEGFIT      11
+#define MX_WCET        12 /* wcet_stat :: fk */
 
 #ifndef MX_COMP
 #error "options_matrix: build with -DMX_COMP=<composition> (see tests/build/options_matrix.sh)"
@@ -51,7 +52,7 @@
 
 /* ---- the compositions: sizes requested [MX_MIN, MX_MAX], MX_BIG_EVERY-th request up to MX_BIG ---- */
 #if MX_COMP == MX_TLSF || MX_COMP == MX_BUDDY || MX_COMP == MX_SLAB || MX_COMP == MX_THREAD || MX_COMP == MX_DECAY || \
-    MX_COMP == MX_SEGFIT
+    MX_COMP == MX_SEGFIT || MX_COMP == MX_WCET
 #define MX_HAS_FAKE 1
 #define SM_LAYER fk
 #include "tests/support/fake_next.h"
@@ -91,6 +92,15 @@
 #define SM_ERR callback
 #include MX_OPTS
 #include <sunmao/layers/core/segfit_lk.h>
+
+#elif MX_COMP == MX_WCET
+#define MX_MIN 1
+#define MX_MAX ((size_t)64 << 10)
+#define MX_BIG ((size_t)1 << 20)
+#define SM_LAYER ut
+#define SM_NEXT fk
+#include MX_OPTS
+#include <sunmao/layers/addon/wcet_stat.h>
 
 #elif MX_COMP == MX_SLAB
 #define MX_MIN 1

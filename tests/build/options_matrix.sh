@@ -35,6 +35,8 @@ buddy_glk|MX_BUDDY|SM_OPT_PURGE_MIN=(16u << 10)|
 buddy_glk|MX_BUDDY|SM_SIZECLASS=tc|mx_usable_of(40u << 10) == (40u << 10)
 segfit_lk|MX_SEGFIT|SM_OPT_MIN_BLOCK=(16u << 10)|mx_usable_of(1) == (16u << 10) && ut_shift == 14
 segfit_lk|MX_SEGFIT|SM_OPT_CHUNK_SIZE=(256u << 10)|
+wcet_stat|MX_WCET|SM_OPT_SAMPLE_EVERY=1|(ut_wcet_flush(), ut_wcet_samples(0) > 0)
+wcet_stat|MX_WCET|SM_OPT_REPORT_AT_EXIT=0|
 slab_lk|MX_SLAB|SM_OPT_SLAB_SIZE=4096|ut_map_shift == 12
 slab_lk|MX_SLAB|SM_OPT_EMPTY_MAX=1|
 slab_lk|MX_SLAB|SM_OPT_COLOURS=1|

@@ -75,6 +75,9 @@ static inline void *sm_plat_sbrk(intptr_t incr)
 
 static uint64_t sm_plat_clock_ms;
 static inline uint64_t sm_plat_now_ms(void) { return __atomic_load_n(&sm_plat_clock_ms, __ATOMIC_RELAXED); }
+static inline uint64_t sm_plat_now_ns(void) { return sm_plat_now_ms() * 1000000u; }
+static inline uint64_t sm_plat_cycles(void) { return sm_plat_now_ns(); } /* no counter known here */
+static inline bool sm_plat_at_exit(void (*fn)(void)) { (void)fn; return false; }
 static inline void sm_plat_sleep_ms(uint64_t ms) { (void)ms; }
 static inline void sm_plat_wait_while(int *word, int value, uint64_t timeout_ms)
 {

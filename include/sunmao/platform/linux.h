@@ -134,6 +134,32 @@ static inline uint64_t sm_plat_now_ms(void)
     return (uint64_t)t.tv_sec * 1000u + (uint64_t)t.tv_nsec / 1000000u;
 }
 
+/* Nanoseconds of CLOCK_MONOTONIC, precise (vDSO: no system call); for calibrations, not hot paths. */
+static inline uint64_t sm_plat_now_ns(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (uint64_t)t.tv_sec * 1000000000u + (uint64_t)t.tv_nsec;
+}
+
+/* The CPU's cycle counter (x86 TSC, aarch64 virtual counter), else monotonic nanoseconds: a few
+ * nanoseconds, no system call, for timing single requests. */
+static inline uint64_t sm_plat_cycles(void)
+{
+#if defined(__x86_64__) || defined(__i386__)
+    return __builtin_ia32_rdtsc();
+#elif defined(__aarch64__)
+    uint64_t v;
+    __asm__ __volatile__("isb; mrs %0, cntvct_el0" : "=r"(v));
+    return v;
+#else
+    return sm_plat_now_ns();
+#endif
+}
+
+/* Runs fn when the process exits normally (exit, or a return from main); false if it cannot. */
+static inline bool sm_plat_at_exit(void (*fn)(void)) { return atexit(fn) == 0; }
+
 /* Sleep while *word == value, at most timeout_ms (UINT64_MAX: no limit); returns early on a wake,
  * a signal, or when *word already differs. */
 static inline void sm_plat_wait_while(int *word, int value, uint64_t timeout_ms)

@@ -11,7 +11,8 @@
  *            lazy) drop pages, keep them mapped (not lazy: they read as zero); sm_plat_hint_huge;
  *            sm_plat_remap_inplace(p, old, new) 0/-1 without moving; sm_plat_remap_to(p, old, new,
  *            dest) move onto a range the caller mapped; sm_plat_sbrk(incr) old break or NULL
- *   time     sm_plat_now_ms() monotonic, ms, coarse (never a system call on Linux);
+ *   time     sm_plat_now_ms() monotonic, ms, coarse (never a system call on Linux); sm_plat_now_ns()
+ *            monotonic, precise; sm_plat_cycles() the cycle counter (or ns where none);
  *            sm_plat_sleep_ms(ms); sm_plat_wait_while(word, value, timeout_ms) / sm_plat_wake(word)
  *   CPU      sm_plat_cpu() the current CPU, a hint in [0, CPUs); sm_plat_yield();
  *            sm_plat_cpu_cache_bytes(cpu) its level-2 cache, 0 if unknown (slow: start-up only);
@@ -23,7 +24,8 @@
  *            thread-exit hook; sm_plat_spawn(fn, name) a detached helper thread, signals blocked;
  *            sm_plat_atfork(prepare, parent, child)
  *   process  sm_plat_entropy(buf, n <= 16) bytes the OS gave at start, false if none;
- *            sm_plat_getenv(name); sm_plat_write_stderr(s, n); sm_plat_abort()
+ *            sm_plat_getenv(name); sm_plat_write_stderr(s, n); sm_plat_abort();
+ *            sm_plat_at_exit(fn) at normal exit, false if it cannot
  *   lifecycle  sm_thread_attach(layer_exit): the composition's one thread-exit hook (lifecycle.h)
  * A call that cannot be served has a defined failure (NULL, -1, false, 0) that its callers handle:
  * the freestanding platform builds every layer, and those that need an OS answer "no memory". */

@@ -26,12 +26,14 @@ if ! $CC $SAN -o "$probe" "$probe.c" -lpthread >"$logs/probe.log" 2>&1 || ! "$pr
 fi
 
 # Unit tests whose layers and policies must be race-free: the sync policies' lock-free parts (queue
-# and combining policies included) and segfit_lk's lists, page map and chunk growth. (The thread
+# and combining policies included), segfit_lk's lists, page map and chunk growth, and the lock-free
+# and wait-free layers (segfit_lf, slab_wf; their 16-byte CAS is the compiler's builtin under
+# ThreadSanitizer, which needs libatomic). (The thread
 # cache's tests are not here: its tables are read by hit paths while the first slow path builds
 # them, a known benign race, above.)
-for unit in sync_policies segfit_lk; do
+for unit in sync_policies segfit_lk segfit_lf; do
     ub="$out/$unit"
-    if ! $CC -std=c11 -O1 -g -D_GNU_SOURCE -Iinclude -I. -Wall -Wextra $SAN "tests/unit/$unit.c" -lpthread \
+    if ! $CC -std=c11 -O1 -g -D_GNU_SOURCE -Iinclude -I. -Wall -Wextra $SAN "tests/unit/$unit.c" -lpthread -latomic \
         -o "$ub" >"$logs/$unit.build.log" 2>&1; then
         echo "not ok tsan/$unit/build: $(grep -m1 -E 'error' "$logs/$unit.build.log")"
         continue
@@ -57,7 +59,7 @@ for inst in $INSTANCES; do
         continue
     fi
     if ! $CC -std=c11 -O1 -g -D_GNU_SOURCE -Iinclude -I. -Wall -Wextra $SAN -DSM_TEST_PREFIX="sm_${inst}_" \
-        tests/stress/large_race.c "$lib" -lpthread -o "$bin" >"$logs/$inst.build.log" 2>&1; then
+        tests/stress/large_race.c "$lib" -lpthread -latomic -o "$bin" >"$logs/$inst.build.log" 2>&1; then
         echo "not ok tsan/$inst/build: $(grep -m1 -E 'error' "$logs/$inst.build.log")"
         continue
     fi

@@ -47,6 +47,11 @@
  *                                                      the tail, now a block of its own, or NULL
  *     bool  L_remap(sm_mctx_t *c, size_t n)            make c->ptr n bytes long, moving it if
  *                                                      needed (c->ptr updated); false: unchanged
+ *   SM_CAP_STABLE   type-stable memory, no functions: a block of at most L_stable_max bytes that
+ *                   the layer served stays mapped and readable after it is freed, for the life of
+ *                   the process (reused or purged, never unmapped). What a lock-free structure
+ *                   above needs to read a node another thread may have freed (core/tagged_stack.h).
+ *     enum  L_stable_max                               0 where the layer does not offer it
  */
 #ifndef SUNMAO_CORE_CAPABILITY_H
 #define SUNMAO_CORE_CAPABILITY_H
@@ -58,7 +63,8 @@
 #define SM_CAP_BATCH   2
 #define SM_CAP_OWNER   4
 #define SM_CAP_MAPPING 8
-#define SM_CAP_ALL     15
+#define SM_CAP_STABLE  16
+#define SM_CAP_ALL     31
 
 /* The capabilities a composed layer instance offers, and whether it offers cap. */
 #define SM_CAPS(layer)         SM_CAT3(layer, _, caps)

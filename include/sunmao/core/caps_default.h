@@ -77,5 +77,9 @@ SM_INLINE SM_UNUSED bool SM_FN(remap)(sm_mctx_t *c, size_t n)
 }
 #endif
 
+#if !((SM_LAYER_OFFERS) & SM_CAP_STABLE)
+enum { SM_FN(stable_max) = 0 };
+#endif
+
 #undef SM_LAYER_OFFERS
 #undef SM_LAYER_CAPS

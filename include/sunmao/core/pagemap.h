@@ -65,6 +65,20 @@ SM_INLINE uintptr_t sm_pagemap_get(const sm_pagemap_t *m, unsigned shift, const 
     return __atomic_load_n(&leaf[g & ((1u << SM_PAGEMAP_NODE_BITS) - 1)], __ATOMIC_RELAXED);
 }
 
+/* The address of the word for the granule holding addr, for an owner that changes words by
+ * compare-and-swap; NULL where no node exists (the word reads 0). */
+SM_INLINE uintptr_t *sm_pagemap_slot(const sm_pagemap_t *m, unsigned shift, const void *addr)
+{
+    uintptr_t g = (uintptr_t)addr >> shift;
+    if (sm_unlikely(g >> (SM_PAGEMAP_ADDR_BITS - shift)))
+        return NULL;
+    uintptr_t **mid = __atomic_load_n(&m->root[g >> (2 * SM_PAGEMAP_NODE_BITS)], __ATOMIC_ACQUIRE);
+    uintptr_t *leaf = mid ? __atomic_load_n(&mid[(g >> SM_PAGEMAP_NODE_BITS) & ((1u << SM_PAGEMAP_NODE_BITS) - 1)],
+                                            __ATOMIC_ACQUIRE)
+                          : NULL;
+    return leaf ? &leaf[g & ((1u << SM_PAGEMAP_NODE_BITS) - 1)] : NULL;
+}
+
 /* Set the word of every granule in [addr, addr + len). Returns false (map unchanged for the
  * granules not yet reached) only if a node could not be allocated. Caller holds the layer's lock. */
 static inline bool sm_pagemap_set(sm_pagemap_t *m, unsigned shift, const void *addr, size_t len, uintptr_t value,
@@ -97,6 +111,47 @@ static inline bool sm_pagemap_set(sm_pagemap_t *m, unsigned shift, const void *a
             __atomic_store_n(lslot, leaf, __ATOMIC_RELEASE);
         }
         __atomic_store_n(&leaf[g & node_mask], value, __ATOMIC_RELAXED);
+    }
+    return true;
+}
+
+/* A node of a map updated without a lock: installed by compare-and-swap; a thread that loses the
+ * race hands its node to `lost` (which may keep it for the next call) and uses the winner's. */
+static inline uintptr_t *sm_pagemap_node_shared(void **slot, sm_pagemap_node_alloc_fn *node_alloc, void (*lost)(void *))
+{
+    void *n = __atomic_load_n(slot, __ATOMIC_ACQUIRE);
+    if (n)
+        return (uintptr_t *)n;
+    void *mine = node_alloc(SM_PAGEMAP_NODE_BYTES);
+    if (!mine)
+        return NULL;
+    if (__atomic_compare_exchange_n(slot, &n, mine, false, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))
+        return (uintptr_t *)mine;
+    lost(mine);
+    return (uintptr_t *)n;
+}
+
+/* As sm_pagemap_set, for a map whose owner takes no lock: the granules written must be the
+ * caller's alone (a block it holds), nodes are installed by sm_pagemap_node_shared. */
+static inline bool sm_pagemap_set_shared(sm_pagemap_t *m, unsigned shift, const void *addr, size_t len,
+                                         uintptr_t value, sm_pagemap_node_alloc_fn *node_alloc, void (*lost)(void *))
+{
+    uintptr_t g = (uintptr_t)addr >> shift;
+    uintptr_t end = ((uintptr_t)addr + len + ((uintptr_t)1 << shift) - 1) >> shift;
+    const uintptr_t node_mask = (1u << SM_PAGEMAP_NODE_BITS) - 1;
+    if (end > ((uintptr_t)1 << (SM_PAGEMAP_ADDR_BITS - shift)))
+        return false;
+    while (g < end) {
+        uintptr_t **mid = (uintptr_t **)sm_pagemap_node_shared((void **)&m->root[g >> (2 * SM_PAGEMAP_NODE_BITS)],
+                                                               node_alloc, lost);
+        uintptr_t *leaf = mid ? sm_pagemap_node_shared((void **)&mid[(g >> SM_PAGEMAP_NODE_BITS) & node_mask],
+                                                       node_alloc, lost)
+                              : NULL;
+        if (!leaf)
+            return false;
+        do
+            __atomic_store_n(&leaf[g & node_mask], value, __ATOMIC_RELEASE);
+        while (++g < end && (g & node_mask));
     }
     return true;
 }

@@ -59,6 +59,7 @@ SM_HOT unsigned SM_FN(owner_slot)(const void *p, uintptr_t w) { return SM_NEXT_F
 SM_INLINE bool SM_FN(owner_local)(const void *p, uintptr_t w, sm_mctx_t *c) { return SM_NEXT_FN(owner_local)(p, w, c); }
 SM_INLINE void *SM_FN(split)(sm_mctx_t *c, size_t n) { return SM_NEXT_FN(split)(c, n); }
 SM_INLINE bool SM_FN(remap)(sm_mctx_t *c, size_t n) { return SM_NEXT_FN(remap)(c, n); }
+enum { SM_FN(stable_max) = SM_PROP(SM_NEXT, stable_max) };
 
 #define SM_LAYER_OFFERS SM_CAP_ALL
 #define SM_LAYER_CAPS   SM_CAPS(SM_NEXT)

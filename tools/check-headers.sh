@@ -24,7 +24,9 @@
 # token on the @check line):
 #   @check-next: fake
 # which first does `#define SM_LAYER fake_next` + `#include "tests/support/fake_next.h"`, then
-# defines SM_NEXT=fake_next unless the @check line sets SM_NEXT itself. Example:
+# defines SM_NEXT=fake_next unless the @check line sets SM_NEXT itself. `@check-next: stable` puts
+# segfit_lf (log2b classes) over the fake as `stable_next`, for a layer that needs type-stable
+# memory (capability STABLE) below it. Example:
 #   /* ...  @check: SM_LAYER=t <sunmao/policies/sync/mutex.h> SM_SYNC=mutex
 #    *      @check-next: fake */
 # Only the first @check line of a header is used.
@@ -105,13 +107,17 @@ for h in "${headers[@]}"; do
         fi
         next=""
         grep -qE '@check-next:[[:space:]]*fake\b' "$h" && next=fake
+        grep -qE '@check-next:[[:space:]]*stable\b' "$h" && next=stable
         if [[ "$spec" =~ @check-next:[[:space:]]*([A-Za-z_]+) ]]; then
             next="${BASH_REMATCH[1]}"; spec="${spec%%@check-next:*}"
         fi
         : >"$src"
         if [ -n "$next" ]; then
-            [ "$next" = fake ] || { fail "$h" "unknown @check-next '$next' (only 'fake' exists)"; continue; }
+            case "$next" in fake|stable) ;; *) fail "$h" "unknown @check-next '$next' (fake or stable)"; continue ;; esac
             printf '#define SM_LAYER fake_next\n#include "tests/support/fake_next.h"\n' >>"$src"
+            [ "$next" = stable ] && printf '%s\n' '#include <sunmao/policies/sizeclass/log2b.h>' \
+                '#include <sunmao/policies/err/warn.h>' '#define SM_LAYER stable_next' '#define SM_NEXT fake_next' \
+                '#define SM_SIZECLASS log2b' '#define SM_ERR warn' '#include <sunmao/layers/core/segfit_lf.h>' >>"$src"
         fi
         set_next=0 bad=""
         for tok in $spec; do
@@ -125,7 +131,7 @@ for h in "${headers[@]}"; do
             esac
         done
         [ -z "$bad" ] || { fail "$h" "bad token '$bad' in its @check line"; continue; }
-        [ -n "$next" ] && [ "$set_next" -eq 0 ] && printf '#define SM_NEXT fake_next\n' >>"$src"
+        [ -n "$next" ] && [ "$set_next" -eq 0 ] && printf '#define SM_NEXT %s_next\n' "$next" >>"$src"
         printf '#include <%s>\n' "$inc" >>"$src"
     fi
     if "$CC" "${FLAGS[@]}" -x c "$src" >"$tmp/out" 2>&1; then

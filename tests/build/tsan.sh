@@ -31,7 +31,7 @@ fi
 # ThreadSanitizer, which needs libatomic). (The thread
 # cache's tests are not here: its tables are read by hit paths while the first slow path builds
 # them, a known benign race, above.)
-for unit in sync_policies segfit_lk segfit_lf; do
+for unit in sync_policies segfit_lk segfit_lf slab_wf; do
     ub="$out/$unit"
     if ! $CC -std=c11 -O1 -g -D_GNU_SOURCE -Iinclude -I. -Wall -Wextra $SAN "tests/unit/$unit.c" -lpthread -latomic \
         -o "$ub" >"$logs/$unit.build.log" 2>&1; then

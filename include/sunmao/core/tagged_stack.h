@@ -15,6 +15,7 @@
 #define SUNMAO_CORE_TAGGED_STACK_H
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 #include "compiler.h"
 

@@ -30,3 +30,43 @@ for cc in gcc clang; do
         fi
     done
 done
+
+# The paper's own check (§4.4 question 1): wfslabfl is wfslab with a `fake` layer above every
+# non-OS layer. Its exported functions must be wfslab's instructions, and the only function
+# symbol it has beyond wfslab's is its top layer's thread-exit hook, whose address the socket
+# takes (the fake's, which calls slab_wf's): no layer function is left standing in between.
+for cc in gcc clang; do
+    command -v "$cc" >/dev/null || continue
+    ok=1
+    for inst in wfslab wfslabfl; do
+        if ! $cc -std=c11 -O2 -D_GNU_SOURCE -Iinclude -fPIC -fvisibility=hidden -c "instances/$inst.c" \
+            -o "$out/$cc-$inst.o" 2>"$out/$cc-$inst.err"; then
+            echo "not ok zero_cost: $cc/$inst: build failed: $(head -1 "$out/$cc-$inst.err")"; ok=0
+        fi
+    done
+    [ $ok = 1 ] || continue
+    for fn in malloc free calloc realloc posix_memalign aligned_alloc malloc_usable_size free_sized; do
+        for inst in wfslab wfslabfl; do
+            objdump -d --no-show-raw-insn --no-addresses --disassemble="$fn" "$out/$cc-$inst.o" 2>/dev/null |
+                sed -n "/^<$fn>/,\$p" | sed -E 's/<[^>]*>//g; s/#.*$//' >"$out/$cc-$inst-$fn.s"
+        done
+        n=$(grep -c . "$out/$cc-wfslab-$fn.s")
+        if [ "$n" -lt 2 ]; then
+            echo "not ok zero_cost: $cc/wfslabfl/$fn: function not found in the object"
+        elif cmp -s "$out/$cc-wfslab-$fn.s" "$out/$cc-wfslabfl-$fn.s"; then
+            echo "ok zero_cost: $cc/wfslabfl/$fn ($n lines identical to wfslab)"
+        else
+            echo "not ok zero_cost: $cc/wfslabfl/$fn: code differs from wfslab ($(diff "$out/$cc-wfslab-$fn.s" "$out/$cc-wfslabfl-$fn.s" | grep -c '^[<>]') lines)"
+        fi
+    done
+    for inst in wfslab wfslabfl; do
+        nm "$out/$cc-$inst.o" | awk '$2 ~ /^[tT]$/ { print $3 }' | sed -E "s/^${inst}_//; s/\\.(cold|part\\.[0-9]+|constprop\\.[0-9]+|isra\\.[0-9]+)+\$//" |
+            sort -u >"$out/$cc-$inst.syms"
+    done
+    extra=$(comm -13 "$out/$cc-wfslab.syms" "$out/$cc-wfslabfl.syms" | grep -v '^fake_small_thread_exit$' | tr '\n' ' ')
+    if [ -z "$extra" ]; then
+        echo "ok zero_cost: $cc/wfslabfl/symbols (no fake layer function left but the exit hook)"
+    else
+        echo "not ok zero_cost: $cc/wfslabfl/symbols: functions left by the fake layers: $extra"
+    fi
+done

@@ -36,9 +36,11 @@ API_CSRCS  := $(wildcard tests/api/*.c tests/stress/*.c tests/programs/*.c)
 API_CXXSRCS:= $(wildcard tests/api/*.cc)
 API_BINS   := $(API_CSRCS:tests/%.c=$(BUILD)/tests/%) $(API_CXXSRCS:tests/%.cc=$(BUILD)/tests/%)
 TEST_SUPPORT := $(wildcard tests/support/*.h)
+# The wcet_stat meter for any allocator (bench/lib/wcetstat.c, bench/README.md): not an instance.
+WCETSTAT   := $(BUILD)/bench/libwcetstat.so
 
 .PHONY: all libs static-libs tests test bench install uninstall clean deps check-headers check-layering
-all: libs tests
+all: libs tests $(WCETSTAT)
 
 libs: $(SHARED_LIBS) $(STATIC_LIBS)
 static-libs: $(STATIC_LIBS)
@@ -61,6 +63,14 @@ $(BUILD)/obj/sm_%.o: instances/%.c $(HEADERS) | $(BUILD)/obj
 	$(CC) $(CPPFLAGS) -DSM_PREFIX=sm_$*_ $(CFLAGS) -c $< -o $@
 $(BUILD)/libsm_%.a: $(BUILD)/obj/sm_%.o
 	rm -f $@ && ar rcs $@ $^
+
+# malloc_heap(the next malloc in the process)::wcet_stat::malloc_socket, with the C++ operators:
+# LD_PRELOAD=libwcetstat.so:libX.so times allocator X.
+$(BUILD)/obj/bench_wcetstat.o: bench/lib/wcetstat.c $(HEADERS) | $(BUILD)/obj
+	$(CC) $(CPPFLAGS) $(CFLAGS) -c $< -o $@
+$(WCETSTAT): $(BUILD)/obj/bench_wcetstat.o $(BUILD)/obj/new_delete.o
+	@mkdir -p $(@D)
+	$(CC) -shared $(SAN) -static-libgcc -o $@ $^ $(LDLIBS) -ldl
 
 $(BUILD)/tests/unit/%: tests/unit/%.c $(HEADERS) $(TEST_SUPPORT)
 	@mkdir -p $(@D)
@@ -90,7 +100,7 @@ check-headers:
 check-layering:
 	@tools/check-layering.sh
 
-bench: deps libs
+bench: deps libs $(WCETSTAT)
 	@AUTO_DEPS=$(AUTO_DEPS) tools/ensure-deps.sh bench
 	@BUILD=$(BUILD) INSTANCES="$(INSTANCES)" bench/run.sh
 

@@ -94,10 +94,49 @@ def discover_allocators():
     return allocs, problems
 
 
+WCETSTAT_LIB = os.path.abspath(os.path.join(BUILD, "bench", "libwcetstat.so"))
+
+
+def wcetstat_variants(want, allocs, problems):
+    """The allocators named `wcetstat+<alloc>` in ALLOCS: <alloc> with bench/lib/wcetstat.c's
+    libwcetstat.so preloaded in front of it (LD_PRELOAD=libwcetstat.so:<alloc's library>), which times
+    one malloc and one free in 8 inside the measured program and writes its percentiles to
+    SUNMAO_WCET_OUT; the harness reads them into the run's metrics as ws_<name>."""
+    known = {a["name"]: a for a in allocs}
+    out = []
+    for n in want:
+        if not n.startswith("wcetstat+"):
+            continue
+        base = n[len("wcetstat+"):]
+        if base in problems:
+            problems[n] = problems[base]
+        elif base not in known:
+            die("ALLOCS: unknown allocator '%s' in '%s' (known: %s)" % (base, n, " ".join(sorted(known))))
+        elif not os.path.exists(WCETSTAT_LIB):
+            problems[n] = "fail:%s not built (make)" % os.path.relpath(WCETSTAT_LIB)
+        else:
+            pre = known[base]["preload"]
+            out.append({"name": n, "preload": WCETSTAT_LIB + (":" + pre if pre else ""), "kind": "wcetstat",
+                        "wcetstat": True})
+    return out
+
+
 # ---------------------------------------------------------------- workloads
-def W(name, group, full, quick, kind="prog", desc="", geo=("time", "rss")):
-    """geo: the fields (time, rss) whose ratio counts in the geometric means."""
-    return {"name": name, "group": group, "full": full, "quick": quick, "kind": kind, "desc": desc, "geo": list(geo)}
+def W(name, group, full, quick, kind="prog", desc="", geo=("time", "rss"), runs=None):
+    """geo: the fields (time, rss) whose ratio counts in the geometric means. runs: (full, quick), the
+    least number of runs per allocator over the whole benchmark (spread over the rounds; default one
+    per round)."""
+    w = {"name": name, "group": group, "full": full, "quick": quick, "kind": kind, "desc": desc, "geo": list(geo)}
+    if runs:
+        w["runs"] = list(runs)
+    return w
+
+
+def runs_in_round(w, rounds, r):
+    """How many times workload w runs per allocator in round r (0-based): its runs, at least one per
+    round, spread over the rounds (the earlier rounds take the remainder)."""
+    total = max(rounds, (w.get("runs") or [1, 1])[1 if (QUICK or SMOKE) else 0])
+    return total // rounds + (1 if r < total % rounds else 0)
 
 
 def workloads():
@@ -153,6 +192,10 @@ def workloads():
           desc="python3 growing lists, dicts, bytes, str to 8 KiB..2 MiB (PYTHONMALLOC=malloc), output checked"),
         W("wcet", "latency", ["wcet", "1800", "3000", T], ["wcet", "150", "3000", T],
           desc="tail latency: pinned threads, asymmetric batches, shuffled remote frees"),
+        # The paper's wcet_test: 10^7 operations per thread, 8 runs per allocator (mean and spread).
+        W("wcet_test", "latency", ["wcet_test", "10000000", T], ["wcet_test", "1000000", T], runs=(8, 8),
+          desc="paper's wcet_test: pinned threads, groups of one size class 16..2048, asymmetric batches up to "
+               "8 MiB live, shuffled global list freed by the other threads; ns percentiles, 8 runs"),
     ]
     return ws
 
@@ -228,16 +271,34 @@ class Runner:
         self.timeout = timeout
         self.tmp = tmpdir
         self.refs = {}
+        self.alloc_env = {}  # environment the allocator needs (wcetstat+<alloc>: SUNMAO_WCET_OUT)
 
     def run(self, w, alloc):
         params = w["quick"] if (QUICK or SMOKE) else w["full"]
         kind = w["kind"]
+        ws_out = None
+        if alloc.get("wcetstat"):
+            ws_out = os.path.join(self.tmp, "wcetstat-report.txt")
+            if os.path.exists(ws_out):
+                os.unlink(ws_out)
+        self.alloc_env = {"SUNMAO_WCET_OUT": ws_out} if ws_out else {}
         if kind == "prog":
             argv = [os.path.join(BIN, params[0])] + params[1:]
-            m = measure(argv, alloc["preload"], self.timeout)
+            m = measure(argv, alloc["preload"], self.timeout, self.alloc_env)
             res = self._finish(m)
         else:
             res = getattr(self, "run_" + kind)(params, alloc)
+        self.alloc_env = {}
+        if ws_out and res["ok"]:
+            try:
+                with open(ws_out) as f:
+                    wm = parse_metrics(f.read())
+            except OSError:
+                wm = {}
+            if "malloc_samples" not in wm:
+                res["ok"], res["reason"] = False, "no wcet_stat report from libwcetstat.so (SUNMAO_WCET_OUT)"
+            for k, v in wm.items():
+                res["metrics"]["ws_" + k] = v
         return res
 
     def _finish(self, m, check=None):
@@ -262,7 +323,7 @@ class Runner:
 
     def _checked(self, key, argv, alloc, env_extra=None, stdin_path=None):
         ref = self._reference(key, argv, env_extra, stdin_path)
-        m = measure(argv, alloc["preload"], self.timeout, env_extra, stdin_path)
+        m = measure(argv, alloc["preload"], self.timeout, dict(env_extra or {}, **self.alloc_env), stdin_path)
 
         def check(mm):
             if hashlib.sha256(mm["out"].encode()).hexdigest() != ref:
@@ -294,6 +355,7 @@ class Runner:
         port = s.getsockname()[1]
         s.close()
         env = dict(CLEAN_ENV)
+        env.update(self.alloc_env)
         if alloc["preload"]:
             env["LD_PRELOAD"] = alloc["preload"]
         srv_log = os.path.join(self.tmp, "redis-%d.log" % port)
@@ -399,13 +461,15 @@ def summarise(runs):
         return {"ok": False, "reason": bad[0]["reason"], "n": len(runs)}
     ts = [r["time"] for r in runs]
     rs = [r["rss_kib"] for r in runs]
-    metrics, mrange = {}, {}
+    metrics, mrange, mmean = {}, {}, {}
     for k in runs[0]["metrics"]:
         vals = [r["metrics"][k] for r in runs if k in r["metrics"]]
         metrics[k] = statistics.median(vals)
         mrange[k] = [min(vals), max(vals)]
+        mmean[k] = statistics.fmean(vals)
     return {"ok": True, "n": len(runs), "time": statistics.median(ts), "tmin": min(ts), "tmax": max(ts),
-            "rss": statistics.median(rs), "rmin": min(rs), "rmax": max(rs), "metrics": metrics, "mrange": mrange}
+            "rss": statistics.median(rs), "rmin": min(rs), "rmax": max(rs), "metrics": metrics, "mrange": mrange,
+            "mmean": mmean}
 
 
 def fmt_dur(s):
@@ -522,6 +586,7 @@ set multiplot layout 1,2
 def main():
     allocs, problems = discover_allocators()
     want = ENV.get("ALLOCS", "").replace(",", " ").split()
+    allocs += wcetstat_variants(want, allocs, problems)
     if want:
         known = {a["name"] for a in allocs} | set(problems)
         for n in want:
@@ -564,7 +629,7 @@ def main():
     runner = Runner(timeout, tmp)
     data = {}  # (w, a) -> [runs]
     failed = set()
-    total = rounds * len(ws) * len(allocs)
+    total = sum(runs_in_round(w, rounds, r) for r in range(rounds) for w in ws) * len(allocs)
     done = 0
     t_start = time.monotonic()
     print("bench: %d workload(s) x %d allocator(s) x %d round(s) = %d runs%s; baseline %s; timeout %ds per run"
@@ -574,31 +639,35 @@ def main():
     sys.stdout.flush()
     try:
         for r in range(rounds):
-            order = allocs[r % len(allocs):] + allocs[:r % len(allocs)]
             for w in ws:
-                for a in order:
-                    key = (w["name"], a["name"])
-                    done += 1
-                    if key in failed:  # a failed case is FAIL already; do not spend time on it again
-                        res = {"ok": False, "time": 0.0, "rss_kib": 0, "metrics": {}, "reason": "skipped after failure",
-                               "skipped": True}
-                    else:
-                        res = runner.run(w, a)
-                    res["round"] = r + 1
-                    data.setdefault(key, []).append(res)
-                    if not res["ok"]:
-                        failed.add(key)
-                    el = time.monotonic() - t_start
-                    eta = el / done * (total - done)
-                    if res.get("skipped"):
-                        line = "FAIL (not rerun)"
-                    elif res["ok"]:
-                        line = "%8.3fs %9.1f MiB" % (res["time"], res["rss_kib"] / 1024)
-                    else:
-                        line = "FAIL: " + res["reason"]
-                    print("[%3d/%d %s ETA %s] r%d %-14s %-10s %s" % (done, total, fmt_dur(el), fmt_dur(eta), r + 1,
-                                                                     w["name"], a["name"], line))
-                    sys.stdout.flush()
+                nrep = runs_in_round(w, rounds, r)
+                for rep in range(nrep):
+                    # the starting allocator rotates between rounds, and between a workload's runs in one
+                    k = (r + rep) % len(allocs)
+                    for a in allocs[k:] + allocs[:k]:
+                        key = (w["name"], a["name"])
+                        done += 1
+                        if key in failed:  # a failed case is FAIL already; do not spend time on it again
+                            res = {"ok": False, "time": 0.0, "rss_kib": 0, "metrics": {},
+                                   "reason": "skipped after failure", "skipped": True}
+                        else:
+                            res = runner.run(w, a)
+                        res["round"] = r + 1
+                        data.setdefault(key, []).append(res)
+                        if not res["ok"]:
+                            failed.add(key)
+                        el = time.monotonic() - t_start
+                        eta = el / done * (total - done)
+                        if res.get("skipped"):
+                            line = "FAIL (not rerun)"
+                        elif res["ok"]:
+                            line = "%8.3fs %9.1f MiB" % (res["time"], res["rss_kib"] / 1024)
+                        else:
+                            line = "FAIL: " + res["reason"]
+                        rlabel = "r%d" % (r + 1) if nrep == 1 else "r%d.%d" % (r + 1, rep + 1)
+                        print("[%3d/%d %s ETA %s] %-4s %-14s %-10s %s" % (done, total, fmt_dur(el), fmt_dur(eta),
+                                                                        rlabel, w["name"], a["name"], line))
+                        sys.stdout.flush()
     except KeyboardInterrupt:
         print("bench: interrupted; reporting what was measured")
     finally:
@@ -708,6 +777,11 @@ def report(ws, allocs, baseline, rounds, timeout, data, wall):
                 else:
                     s = summ.get(("wcet", a))
                     lines.append("%-*s FAIL%s" % (wn, "%s %s" % (a, op), (": " + s["reason"]) if s else ""))
+    if any(w["name"] == "wcet_test" for w in ws):
+        lines += wcet_test_table(names, summ)
+    wsa = [a["name"] for a in allocs if a.get("wcetstat")]
+    if wsa:
+        lines += wcetstat_table(tw, wsa, summ)
     # selected metrics
     mrows = [("micro-st", "ns_per_pair", "micro-st ns/pair"), ("micro-mt", "ns_per_pair", "micro-mt ns/pair")]
     mrows += [(w["name"], "mops_per_s", "%s Mops/s" % w["name"]) for w in ws if w["group"] == "scaling"]
@@ -879,6 +953,10 @@ def report(ws, allocs, baseline, rounds, timeout, data, wall):
         if lat:
             md.append("![latency](%s/latency.svg)" % stamp)
             md.append("")
+    if any(w["name"] == "wcet_test" for w in ws):
+        md += wcet_test_md(names, summ)
+    if wsa:
+        md += wcetstat_md(tw, wsa, summ)
     if mrows:
         md.append("## Workload metrics (median)")
         md.append("")
@@ -898,8 +976,10 @@ def report(ws, allocs, baseline, rounds, timeout, data, wall):
     md.append("")
     for w in ws:
         p = w["quick"] if QUICK else w["full"]
-        md.append("- **%s** (%s): %s — `%s`" % (w["name"], w["group"], w["desc"],
-                                               " ".join(p) if isinstance(p, list) else json.dumps(p)))
+        nruns = sum(runs_in_round(w, rounds, r) for r in range(rounds))
+        md.append("- **%s** (%s): %s — `%s`%s" % (w["name"], w["group"], w["desc"],
+                                                 " ".join(p) if isinstance(p, list) else json.dumps(p),
+                                                 " (%d runs per allocator)" % nruns if nruns != rounds else ""))
     md.append("")
     if chart_errs:
         md.append("Chart errors: " + "; ".join(chart_errs))
@@ -915,6 +995,173 @@ def report(ws, allocs, baseline, rounds, timeout, data, wall):
     print("bench: report %s (charts and raw data in %s/), wall time %s" % (os.path.relpath(mdpath), os.path.relpath(outdir),
                                                                           fmt_dur(wall)))
     return len(fails)
+
+
+WT_PCTS = ["p99", "p99.9", "p99.99", "p99.999", "p99.9999"]
+
+
+def fmt_us(ns):
+    us = ns / 1000.0
+    return "%.3f" % us if us < 1 else "%.2f" % us if us < 10 else "%.1f" % us if us < 1000 else "%.0f" % us
+
+
+def wcet_test_cells(names, summ):
+    """{alloc: {op: [(mean, lo, hi, resolved) per WT_PCTS]}} for the allocators whose wcet_test runs all
+    succeeded, and {op: the allocator with the lowest mean p99.9999}."""
+    cells, best = {}, {}
+    for a in names:
+        s = summ.get(("wcet_test", a))
+        if not (s and s["ok"]):
+            continue
+        cells[a] = {}
+        for op in ("malloc", "free"):
+            n = s["mmean"].get(op + "_samples", 0)
+            row = []
+            for p in WT_PCTS:
+                k = "%s_%s" % (op, p)
+                if k not in s["mmean"]:
+                    row.append(None)
+                    continue
+                lo, hi = s["mrange"][k]
+                row.append((s["mmean"][k], lo, hi, n * (1 - float(p[1:]) / 100) >= 1))
+            cells[a][op] = row
+    for op in ("malloc", "free"):
+        have = [(c[op][-1][0], a) for a, c in cells.items() if c[op][-1]]
+        if have:
+            best[op] = min(have)[1]
+    return cells, best
+
+
+def wcet_test_table(names, summ):
+    """Terminal: per operation, one row per allocator: the mean over the runs of p99 .. p99.9999 (µs)
+    and [min-max]."""
+    cells, best = wcet_test_cells(names, summ)
+    an = max(12, max(len(a) for a in names) + 2)
+    cw = 22
+    lines = ["", "== wcet_test tail latency, us: mean over the runs [min-max]; * = lowest p99.9999 per operation; "
+                 "? = fewer samples than the percentile needs =="]
+    for op in ("malloc", "free"):
+        lines.append("%-*s%5s" % (an, op, "runs") + "".join("%*s" % (cw, p) for p in WT_PCTS))
+        for a in names:
+            s = summ.get(("wcet_test", a))
+            if not s:
+                continue
+            if a not in cells:
+                lines.append("%-*s%5d  FAIL: %s" % (an, a, s["n"], s["reason"]))
+                continue
+            row = []
+            for i, c in enumerate(cells[a][op]):
+                if not c:
+                    row.append("-")
+                    continue
+                mean, lo, hi, resolved = c
+                mark = ("*" if i == len(WT_PCTS) - 1 and best.get(op) == a else "") + ("" if resolved else "?")
+                row.append("%s%s [%s-%s]" % (fmt_us(mean), mark, fmt_us(lo), fmt_us(hi)))
+            lines.append("%-*s%5d" % (an, a, s["n"]) + "".join("%*s" % (cw, c) for c in row))
+    return lines
+
+
+def wcet_test_md(names, summ):
+    cells, best = wcet_test_cells(names, summ)
+    md = ["## Tail latency (wcet_test, µs)", "",
+          "The Mortise paper's wcet_test (§4.2): %d threads, one per hardware thread, each pinned to its CPU; each "
+          "performs a fixed number of operations in eight groups, one size class per group (16 .. 2048 B); in a "
+          "round every thread allocates an asymmetric batch (thread t: (T-t)/T of 8 MiB live, scaled to the "
+          "operation count), and the round's objects are shuffled and freed by the other threads; every block is "
+          "filled with a pattern and checked before it is freed. One malloc and one free in 8 are timed with the "
+          "cycle counter (lfence-fenced rdtsc, calibrated against CLOCK_MONOTONIC); the timer's own cost (about "
+          "20 ns) is included. Cells: the mean over the runs of each run's percentile [min–max]; **bold**: the "
+          "lowest p99.9999 per operation; ? marks a percentile with fewer samples per run than it needs "
+          "(1/(1-p))." % NCPU, ""]
+    md.append("| allocator | runs | " + " | ".join("malloc " + p for p in WT_PCTS) + " | "
+              + " | ".join("free " + p for p in WT_PCTS) + " |")
+    md.append("|---|---:|" + "---:|" * (2 * len(WT_PCTS)))
+    for a in names:
+        s = summ.get(("wcet_test", a))
+        if not s:
+            continue
+        if a not in cells:
+            md.append("| %s | %d | **FAIL** (%s) |" % (a, s["n"], s["reason"].replace("|", "/"))
+                      + " |" * (2 * len(WT_PCTS) - 1))
+            continue
+        row = []
+        for op in ("malloc", "free"):
+            for i, c in enumerate(cells[a][op]):
+                if not c:
+                    row.append("–")
+                    continue
+                mean, lo, hi, resolved = c
+                v = fmt_us(mean) + ("" if resolved else "?")
+                if i == len(WT_PCTS) - 1 and best.get(op) == a:
+                    v = "**%s**" % v
+                row.append("%s [%s–%s]" % (v, fmt_us(lo), fmt_us(hi)))
+        md.append("| %s | %d | " % (a, s["n"]) + " | ".join(row) + " |")
+    md.append("")
+    return md
+
+
+WS_COLS = ["p90", "p99", "p99.9", "p99.99", "p99.999", "p99.9999", "max"]
+
+
+def fmt_ws(v):
+    return "cap" if v == float("inf") else "%.0f" % v
+
+
+def wcetstat_rows(tw, wsa, summ):
+    """[(workload, alloc, op, samples, [values], resolved flags) or (workload, alloc, None, reason)]"""
+    rows = []
+    for w in tw:
+        for a in wsa:
+            s = summ.get((w["name"], a))
+            if not s:
+                continue
+            if not s["ok"]:
+                rows.append((w["name"], a, None, s["reason"]))
+                continue
+            m = s["metrics"]
+            for op in ("malloc", "free"):
+                n = m.get("ws_%s_samples" % op, 0)
+                vals = [m.get("ws_%s_%s" % (op, c)) for c in WS_COLS]
+                res = [c == "max" or n * (1 - float(c[1:]) / 100) >= 1 for c in WS_COLS]
+                rows.append((w["name"], a, op, n, vals, res))
+    return rows
+
+
+def wcetstat_table(tw, wsa, summ):
+    lines = ["", "== wcet_stat in the program (libwcetstat.so in front of the allocator), ns, median over the runs; "
+                 "bucket tops; includes malloc_heap's 16-byte header; * = fewer samples than needed =="]
+    wn = max(14, max(len(w["name"]) for w in tw) + 1)
+    an = max(12, max(len(a) for a in wsa) + 1)
+    lines.append("%-*s%-*s%-7s%10s" % (wn, "workload", an, "allocator", "op", "samples")
+                 + "".join("%10s" % c for c in WS_COLS))
+    for r in wcetstat_rows(tw, wsa, summ):
+        if r[2] is None:
+            lines.append("%-*s%-*sFAIL: %s" % (wn, r[0], an, r[1], r[3]))
+            continue
+        w, a, op, n, vals, res = r
+        lines.append("%-*s%-*s%-7s%10d" % (wn, w, an, a, op, n) + "".join(
+            "%10s" % ("-" if v is None else fmt_ws(v) + ("" if ok else "*")) for v, ok in zip(vals, res)))
+    return lines
+
+
+def wcetstat_md(tw, wsa, summ):
+    md = ["## wcet_stat inside the programs (ns)", "",
+          "`wcetstat+<alloc>` runs preload `bench/lib/wcetstat.c`'s `libwcetstat.so` in front of the allocator "
+          "(malloc_heap over the next malloc in the process :: wcet_stat :: malloc_socket): one malloc and one "
+          "free in 8 per thread timed inside the program, including malloc_heap's 16-byte header per block; "
+          "values are the histogram's bucket tops (at most 12.5% high), medians over the runs; * = fewer samples "
+          "than the percentile needs; cap = above 2^23 cycles.", ""]
+    md.append("| workload | allocator | op | samples | " + " | ".join(WS_COLS) + " |")
+    md.append("|---|---|---|---:|" + "---:|" * len(WS_COLS))
+    for r in wcetstat_rows(tw, wsa, summ):
+        if r[2] is None:
+            md.append("| %s | %s | | **FAIL** (%s) |" % (r[0], r[1], r[3].replace("|", "/")) + " |" * len(WS_COLS))
+            continue
+        w, a, op, n, vals, res = r
+        md.append("| %s | %s | %s | %d | " % (w, a, op, n) + " | ".join(
+            "–" if v is None else fmt_ws(v) + ("" if ok else "*") for v, ok in zip(vals, res)) + " |")
+    md.append("")
+    return md
 
 
 RELEASE_PHASES = ("small", "medium", "large")

@@ -14,7 +14,9 @@ Options (each has an environment variable of the same meaning; options win):
   --smoke            SMOKE=1       one tiny workload per allocator, prints ok/not ok lines (tests)
   --bench LIST       BENCH=LIST    workloads or groups to run, comma/space separated; '*' globs
                                    (groups: micro stress scaling memory real latency; e.g. BENCH=larson,redis)
-  --allocs LIST      ALLOCS=LIST   allocators to run (glibc jemalloc tcmalloc mimalloc <instances>)
+  --allocs LIST      ALLOCS=LIST   allocators to run (glibc jemalloc tcmalloc mimalloc <instances>);
+                                   wcetstat+<alloc>: <alloc> with $BUILD/bench/libwcetstat.so in front,
+                                   its in-program malloc/free percentiles in the report
   --baseline NAME    BASELINE=NAME allocator the ratios and geometric means are relative to (default glibc)
   --rounds N         ROUNDS=N      rounds (default 3; 1 with --quick)
   --timeout S        TIMEOUT=S     per-run time limit in seconds (default 90; 30 with --quick)
@@ -80,6 +82,12 @@ for p in "${pids[@]+"${pids[@]}"}"; do
     wait "${p%%:*}" || { echo "bench/run.sh: compiling ${p#*:} failed:" >&2; cat "$BENCH_BIN/$(basename "${p#*:}" .c).log" >&2; bad=1; }
 done
 [ "$bad" = 0 ] || exit 2
+# The wcet_stat meter (bench/lib/wcetstat.c), for wcetstat+<alloc> allocators: built by the Makefile.
+case " ${ALLOCS:-} " in
+    *wcetstat+*)
+        (unset MAKEFLAGS MFLAGS MAKELEVEL; make --no-print-directory -s BUILD="$BUILD" "$BUILD/bench/libwcetstat.so") ||
+            { echo "bench/run.sh: building $BUILD/bench/libwcetstat.so failed" >&2; exit 2; } ;;
+esac
 
 if [ "$LIST" = 1 ]; then
     exec python3 - <<'PY'

@@ -22,7 +22,7 @@
  * Output ("metric <name> <value>" lines, nanoseconds): malloc_/free_ samples, p90, p99, p99.9,
  * p99.99, p99.999, p99.9999 and max, over all sampled calls of all threads; and threads, pinned,
  * ops_per_thread_min/max, tsc_ghz, timer_overhead_ns.
- * usage: wcet_test [ops_per_thread=10000000] [threads=online cpus] [live_mib=8] */
+ * usage: wcet_test [ops_per_thread=10000000] [threads=CPUs this process may run on] [live_mib=8] */
 #include "common.h"
 #include <math.h>
 #if defined(__x86_64__) || defined(__i386__)

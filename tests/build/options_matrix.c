@@ -38,6 +38,8 @@
 #define MX_MALLOC_HEAP 10
 #define MX_SEGFIT      11
 #define MX_WCET        12 /* wcet_stat :: fk */
+#define MX_SEGFIT_LF   13
+#define MX_SLAB_WF     14 /* slab_wf :: segfit_lf :: fk */
 
 #ifndef MX_COMP
 #error "options_matrix: build with -DMX_COMP=<composition> (see tests/build/options_matrix.sh)"
@@ -52,7 +54,7 @@
 
 /* ---- the compositions: sizes requested [MX_MIN, MX_MAX], MX_BIG_EVERY-th request up to MX_BIG ---- */
 #if MX_COMP == MX_TLSF || MX_COMP == MX_BUDDY || MX_COMP == MX_SLAB || MX_COMP == MX_THREAD || MX_COMP == MX_DECAY || \
-    MX_COMP == MX_SEGFIT || MX_COMP == MX_WCET
+    MX_COMP == MX_SEGFIT || MX_COMP == MX_WCET || MX_COMP == MX_SEGFIT_LF || MX_COMP == MX_SLAB_WF
 #define MX_HAS_FAKE 1
 #define SM_LAYER fk
 #include "tests/support/fake_next.h"
@@ -92,6 +94,36 @@
 #define SM_ERR callback
 #include MX_OPTS
 #include <sunmao/layers/core/segfit_lk.h>
+
+#elif MX_COMP == MX_SEGFIT_LF
+#include <sunmao/policies/sizeclass/log2b.h>
+#define MX_MIN 1
+#define MX_MAX ((size_t)512 << 10)
+#define MX_BIG ((size_t)6 << 20)
+#define SM_LAYER ut
+#define SM_NEXT fk
+#define SM_SIZECLASS log2b
+#define SM_ERR callback
+#include MX_OPTS
+#include <sunmao/layers/core/segfit_lf.h>
+
+#elif MX_COMP == MX_SLAB_WF
+#include <sunmao/policies/sizeclass/log2b.h>
+#include <sunmao/policies/sizeclass/prime.h>
+#define MX_MIN 1
+#define MX_MAX ((size_t)4 << 10)
+#define MX_BIG ((size_t)32 << 10)
+#define SM_LAYER lf
+#define SM_NEXT fk
+#define SM_SIZECLASS log2b
+#define SM_ERR callback
+#include <sunmao/layers/core/segfit_lf.h>
+#define SM_LAYER ut
+#define SM_NEXT lf
+#define SM_SIZECLASS prime
+#define SM_ERR callback
+#include MX_OPTS
+#include <sunmao/layers/core/slab_wf.h>
 
 #elif MX_COMP == MX_WCET
 #define MX_MIN 1

@@ -37,6 +37,7 @@ segfit_lk|MX_SEGFIT|SM_OPT_MIN_BLOCK=(16u << 10)|mx_usable_of(1) == (16u << 10) 
 segfit_lk|MX_SEGFIT|SM_OPT_CHUNK_SIZE=(256u << 10)|
 segfit_lf|MX_SEGFIT_LF|SM_OPT_MIN_BLOCK=(16u << 10)|mx_usable_of(1) == (16u << 10) && ut_shift == 14
 segfit_lf|MX_SEGFIT_LF|SM_OPT_CHUNK_SIZE=(256u << 10)|ut_stable_max == (128u << 10)
+segfit_lf|MX_SEGFIT_LF|SM_OPT_DECAY_MS=5|
 slab_wf|MX_SLAB_WF|SM_OPT_SLAB_SIZE=(16u << 10)|ut_shift == 14
 slab_wf|MX_SLAB_WF|SM_OPT_TLLABS=1|(mx_usable_of(16), mx_usable_of(32), ut_tls->owned == 1)
 slab_wf|MX_SLAB_WF|SM_OPT_MIN_OBJECTS=64|ut_obj.max_size < 1024

@@ -74,7 +74,7 @@ static void on_error(sm_err_kind_t kind, const char *layer, const void *ptr, con
             for (sm_tnode_t *b = (sm_tnode_t *)L##_obj.cls[i].free.lo; b && n <= L##_obj.carved / 4096; \
                  b = b->next, n++) {                                                               \
                 uintptr_t w = L##_word(b);                                                         \
-                size_t size = w & ~(uintptr_t)15;                                                  \
+                size_t size = w & ~(uintptr_t)63; /* state 2 (free), maybe aged and purged */     \
                 if ((w & 15) != 2 || L##_block_size(i) != size) {                                  \
                     check_fail_at(__FILE__, __LINE__, "list %u: block %p word %#lx", i, (void *)b,  \
                                   (unsigned long)w);                                               \
@@ -305,6 +305,25 @@ static void test_release(void)
         CHECK(check_verify(p[i], 64 * KiB, i < 5 ? 40u + (unsigned)i : 5u));
         sg_t_free(p[i]);
     }
+    CHECK(sg_free_bytes() == sg_obj.carved);
+    /* DECAYED: a first pass ages the free blocks and asks to come back; the next one purges them. */
+    char *d = sg_t_alloc(128 * KiB, 16);
+    check_fill(d, 128 * KiB, 8);
+    sg_t_free(d);
+    purges = fk_obj.purges;
+    sm_release_t r1 = sm_release_request(100, SM_RELEASE_DECAYED);
+    sg_release(&r1);
+    CHECKF(fk_obj.purges == purges && r1.released == 0 && r1.next_ms == 1100, "first pass: %lu purges, next %llu",
+           fk_obj.purges - purges, (unsigned long long)r1.next_ms);
+    sm_release_t r2 = sm_release_request(1100, SM_RELEASE_DECAYED);
+    sg_release(&r2);
+    CHECKF(fk_obj.purges > purges && r2.released >= 124 * KiB && r2.next_ms == UINT64_MAX, "second pass: %zu bytes",
+           r2.released);
+    d = sg_t_alloc(128 * KiB, 16); /* aged and purged, whole again */
+    CHECK(d && sg_t_usable(d) == 128 * KiB);
+    check_fill(d, 128 * KiB, 9);
+    CHECK(check_verify(d, 128 * KiB, 9));
+    sg_t_free(d);
     CHECK(sg_free_bytes() == sg_obj.carved);
 }
 

@@ -122,7 +122,8 @@ SM_SLOWPATH void sm_socket_bg_start(void)
         __atomic_store_n(&sm_socket_bg_state, SM_SOCKET_BG_FAILED, __ATOMIC_RELEASE); /* still goes back on requests */
 }
 
-/* After a whole-stack request, with no lock held: start the clock once something is pending. */
+/* After a whole-stack allocation, with no lock of ours held: start the clock once something is
+ * pending. */
 SM_INLINE void sm_socket_bg_check(void)
 {
     if (SM_SOCKET_BACKGROUND && sm_unlikely(__atomic_load_n(&sm_release_pending, __ATOMIC_RELAXED)) &&
@@ -198,7 +199,9 @@ SM_INLINE void sm_socket_free_stack(void *ptr, size_t size, unsigned flags, uint
     sm_mctx_t c = sm_mctx_block(ptr, size, owner_word != SM_OWNER_UNKNOWN ? flags | SM_F_OWNER : flags);
     c.owner_word = owner_word;
     SM_NEXT_FN(free_miss)(&c);
-    sm_socket_bg_check();
+    /* No clock start here: glibc frees under its own locks (thread stacks' TLS under the stack
+     * cache lock, which pthread_create takes: a start from that free never returns). The note
+     * stays pending; the next allocation down the stack starts the clock. */
 }
 
 /* The misses (see the header comment). noinline keeps the stack out of the hit path (inlined

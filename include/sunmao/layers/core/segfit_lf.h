@@ -7,6 +7,7 @@
  *   SM_OPT_MIN_BLOCK   block granule, a power of two >= 4096 (default 4096)
  *   SM_OPT_CHUNK_SIZE  a power of two: bytes a class takes from the next layer at a time, aligned
  *                      to their size (default 4 MiB)
+ *   SM_OPT_DECAY_MS    a free block idle this long is purged by L_release (default 1000)
  * Properties: thread-safe; min_align SM_OPT_MIN_BLOCK; zeroed 0.
  * Capabilities: STABLE up to half a chunk (class blocks are never given back, so never unmapped).
  *
@@ -17,7 +18,9 @@
  * back). Blocks are carved at multiples of their size from chunk-aligned chunks, so a power-of-two
  * class is aligned to its size. Requests above the largest class or half a chunk get a chunk of
  * their own (direct), given back to the next layer when freed. Free memory stays with its class;
- * release(ALL) purges free blocks but their first granule, which holds the stack's link.
+ * release purges free blocks but their first granule, which holds the stack's link: all of them
+ * (ALL), or those a previous pass found free already (DECAYED: each pass takes a stack whole,
+ * marks its blocks aged, purges those aged before; allocations meanwhile carve or wait a pass).
  * Metadata: a page map (core/pagemap.h) whose nodes are installed by compare-and-swap holds at
  * each block's first granule its size and state (live, free; direct); the other granules of a
  * class chunk read INNER. A free claims its block by compare-and-swap of that word (live -> free,
@@ -61,6 +64,10 @@
 #ifndef SM_OPT_CHUNK_SIZE
 #define SM_OPT_CHUNK_SIZE ((size_t)4 << 20)
 #endif
+#ifndef SM_OPT_DECAY_MS
+#define SM_OPT_DECAY_MS 1000
+#endif
+_Static_assert((SM_OPT_DECAY_MS) >= 1, "segfit_lf: SM_OPT_DECAY_MS must be at least 1 ms");
 _Static_assert((SM_OPT_MIN_BLOCK) >= 4096 && ((SM_OPT_MIN_BLOCK) & ((SM_OPT_MIN_BLOCK) - 1)) == 0,
                "segfit_lf: SM_OPT_MIN_BLOCK must be a power of two >= 4096 (its low bits hold a block's state)");
 _Static_assert((SM_OPT_CHUNK_SIZE) >= 2 * (SM_OPT_MIN_BLOCK) && ((SM_OPT_CHUNK_SIZE) & ((SM_OPT_CHUNK_SIZE) - 1)) == 0,
@@ -80,7 +87,9 @@ enum { SM_FN(stable_max) = (SM_OPT_CHUNK_SIZE) / 2 };
 #define SM_SEGFIT_STATE  3u
 #define SM_SEGFIT_INNER  4u /* a granule of a class chunk where no block starts */
 #define SM_SEGFIT_DIRECT 8u /* a chunk of its own: back to the next layer when freed */
-#define SM_SEGFIT_BITS   15u
+#define SM_SEGFIT_AGED   16u /* free, seen so by a release pass */
+#define SM_SEGFIT_PURGED 32u /* free, its pages past the first granule purged */
+#define SM_SEGFIT_BITS   63u
 
 static struct {
     sm_pagemap_t map;
@@ -184,6 +193,7 @@ SM_SLOWPATH char *SM_FN(chunk)(size_t bytes, size_t align, uintptr_t word)
         return NULL;
     }
     __atomic_add_fetch(&SM_FN(obj).chunks, 1, __ATOMIC_RELAXED);
+    sm_release_note(); /* from now on frees may leave memory to purge: the release clock runs */
     return base;
 }
 
@@ -271,6 +281,7 @@ SM_INLINE void SM_FN(free)(sm_mctx_t *c)
         SM_NEXT_FN(free)(&d);
     } else {
         sm_tstack_push(&SM_FN(obj).cls[SM_FN(class_of)(size)].free, (sm_tnode_t *)c->ptr);
+        sm_release_note();
     }
 }
 
@@ -297,21 +308,34 @@ SM_INLINE bool SM_FN(resize)(sm_mctx_t *c, size_t n)
 
 SM_INLINE bool SM_FN(purge)(sm_mctx_t *c) { return SM_NEXT_FN(purge)(c); }
 
-/* ALL: each class's stack is taken whole (allocations meanwhile carve), its blocks purged but the
- * granule holding the link, and put back in one push. */
+/* Each class's stack is taken whole (allocations meanwhile carve), its blocks purged but the
+ * granule holding the link (ALL: every one; DECAYED: those aged by an earlier pass, the others
+ * aged now), and put back in one push. The blocks' words are the pass's alone meanwhile. */
 SM_INLINE void SM_FN(release)(sm_release_t *r)
 {
-    for (unsigned i = 0; r->how == SM_RELEASE_ALL && i < SM_FN(classes); i++) {
+    bool pending = false;
+    for (unsigned i = 0; i < SM_FN(classes); i++) {
         size_t size = SM_FN(block_size)(i);
         sm_tnode_t *first = sm_tstack_take_all(&SM_FN(obj).cls[i].free), *last = first;
         for (sm_tnode_t *b = first; b; last = b, b = b->next) {
-            sm_mctx_t p = sm_mctx_block((char *)b + (SM_OPT_MIN_BLOCK), size - (SM_OPT_MIN_BLOCK), 0);
+            uintptr_t w = SM_FN(word)(b);
+            if (w & SM_SEGFIT_PURGED)
+                continue;
+            if (r->how != SM_RELEASE_ALL && !(w & SM_SEGFIT_AGED)) {
+                SM_FN(set_words)(b, 1, w | SM_SEGFIT_AGED);
+                pending = true;
+                continue;
+            }
+            sm_mctx_t p = sm_mctx_block((char *)b + (SM_OPT_MIN_BLOCK), size - (SM_OPT_MIN_BLOCK), SM_F_ZERO);
             if (size > (SM_OPT_MIN_BLOCK) && SM_NEXT_FN(purge)(&p))
                 r->released += p.size;
+            SM_FN(set_words)(b, 1, w | SM_SEGFIT_AGED | SM_SEGFIT_PURGED);
         }
         if (first)
             sm_tstack_push_chain(&SM_FN(obj).cls[i].free, first, last);
     }
+    if (pending)
+        sm_release_due(r, r->now_ms + (SM_OPT_DECAY_MS));
     SM_NEXT_FN(release)(r);
 }
 
@@ -327,7 +351,10 @@ SM_INLINE void SM_FN(fork_child)(void) { SM_NEXT_FN(fork_child)(); }
 #undef SM_SEGFIT_STATE
 #undef SM_SEGFIT_INNER
 #undef SM_SEGFIT_DIRECT
+#undef SM_SEGFIT_AGED
+#undef SM_SEGFIT_PURGED
 #undef SM_SEGFIT_BITS
 #undef SM_OPT_MIN_BLOCK
 #undef SM_OPT_CHUNK_SIZE
+#undef SM_OPT_DECAY_MS
 #include "../../core/layer_end.h"

@@ -323,6 +323,7 @@ SM_SLOWPATH struct SM_FN(slab) *SM_FN(fresh)(unsigned cls, uint64_t *epoch)
         }
         __atomic_add_fetch(&SM_FN(obj).slabs, 1, __ATOMIC_RELAXED);
         *epoch = 0;
+        sm_release_note(); /* from now on slabs may empty: the release clock runs */
     }
     /* The class first: a late free of the slab's old life then reads a geometry that matches
      * its bits (all set: reported as a double free) or none. */
@@ -474,8 +475,10 @@ SM_HOT void SM_FN(free)(sm_mctx_t *c)
         ctl = __atomic_load_n(&s->ctl, __ATOMIC_SEQ_CST);
         if ((ctl & SM_SLABWF_STATE) == SM_SLABWF_DETACHED)
             SM_FN(empty_if_done)(s, g, ctl);
-        else if ((ctl & SM_SLABWF_STATE) == SM_SLABWF_QUEUED && SM_FN(free_objects)(s, g) == g->count)
+        else if ((ctl & SM_SLABWF_STATE) == SM_SLABWF_QUEUED && SM_FN(free_objects)(s, g) == g->count) {
             __atomic_add_fetch(&SM_FN(obj).cls[w - 1].emptied, 1, __ATOMIC_RELAXED);
+            sm_release_note();
+        }
     }
 }
 
@@ -536,7 +539,7 @@ SM_INLINE void SM_FN(release)(sm_release_t *r)
         struct SM_FN(slab) *s = (struct SM_FN(slab) *)n;
         if (++seen <= keep || s->purged)
             continue;
-        sm_mctx_t p = sm_mctx_block((char *)s + SM_SLABWF_HEADER_PAGE, (SM_OPT_SLAB_SIZE) - SM_SLABWF_HEADER_PAGE, 0);
+        sm_mctx_t p = sm_mctx_block((char *)s + SM_SLABWF_HEADER_PAGE, (SM_OPT_SLAB_SIZE) - SM_SLABWF_HEADER_PAGE, SM_F_ZERO);
         if (SM_NEXT_FN(purge)(&p)) {
             s->purged = 1;
             r->released += p.size;

@@ -11,7 +11,9 @@
  *   SM_OPT_MIN_OBJECTS  a class is served if a slab holds at least this many of its objects
  *                       (default 4); larger requests go down
  * Properties: thread-safe; 16-byte alignment (aligned requests above it go down); zeroed 0.
- * Needs: STABLE from the next layer for slab-sized blocks (core/capability.h).
+ * Capabilities: HIT (an allocation from the thread's slab of the class, a free of any object of
+ * ours: the socket then builds no request context on them). Needs: STABLE from the next layer
+ * for slab-sized blocks (core/capability.h).
  *
  * A slab holds objects of one class after a header: a link, a control word, and a bitmap of
  * atomic words, a set bit per free object. A thread owns one slab per class it allocates from
@@ -227,9 +229,12 @@ SM_INLINE void SM_FN(push_empty)(struct SM_FN(slab) *s)
  * whoever wins the CAS (the last freer, or its detaching owner) pushes it. */
 SM_SLOWPATH void SM_FN(empty_if_done)(struct SM_FN(slab) *s, const struct SM_FN(geometry) *g, uint64_t seen)
 {
+    uint64_t c = __atomic_load_n(&s->ctl, __ATOMIC_SEQ_CST);
+    if ((c & ~SM_SLABWF_COUNT) != (SM_SLABWF_DETACHED | (seen & SM_SLABWF_EPOCHS)))
+        return; /* queued, emptied, or in its next life: its bits are not this look's to read */
     if (SM_FN(free_objects)(s, g) != g->count)
         return;
-    uint64_t c = __atomic_load_n(&s->ctl, __ATOMIC_SEQ_CST);
+    c = __atomic_load_n(&s->ctl, __ATOMIC_SEQ_CST);
     while ((c & SM_SLABWF_STATE) == SM_SLABWF_DETACHED && (c & SM_SLABWF_EPOCHS) == (seen & SM_SLABWF_EPOCHS))
         if (__atomic_compare_exchange_n(&s->ctl, &c, SM_SLABWF_EMPTY | (c & SM_SLABWF_EPOCHS), false, __ATOMIC_SEQ_CST,
                                         __ATOMIC_SEQ_CST)) {
@@ -398,19 +403,32 @@ SM_SLOWPATH void *SM_FN(alloc_slow)(sm_mctx_t *c, unsigned cls)
     return c->ptr = SM_FN(take)(s, g);
 }
 
-SM_HOT void *SM_FN(alloc)(sm_mctx_t *c)
+/* The hit path (capability HIT): the thread's slab of the class, or a miss. */
+SM_HOT void *SM_FN(alloc_hit)(size_t size)
+{
+    struct SM_FN(owner) *t = SM_FN(tls);
+    if (sm_unlikely(!(SM_SIZE_USER) || !SM_FN(handles_size)(size) || size > SM_FN(obj).max_size || t == NULL))
+        return NULL; /* max_size is 0 and no thread has a record before create */
+    unsigned cls = SM_SIZECLASS_FN(size_to_class)(size);
+    struct SM_FN(slab) *s = t->cur[cls];
+    return sm_likely(s != NULL) ? SM_FN(take)(s, &SM_FN(obj).geo[cls]) : NULL;
+}
+
+SM_INLINE void *SM_FN(alloc)(sm_mctx_t *c)
 {
     if (sm_unlikely(!SM_FN(serves)(c) || c->size > SM_FN(obj).max_size || c->align > 16))
         return SM_NEXT_FN(alloc)(c);
     unsigned cls = SM_SIZECLASS_FN(size_to_class)(c->size);
     struct SM_FN(owner) *t = SM_FN(tls);
-    if (sm_likely(t != NULL) && sm_likely(t->cur[cls] != NULL)) {
+    if (t && t->cur[cls]) {
         void *p = SM_FN(take)(t->cur[cls], &SM_FN(obj).geo[cls]);
-        if (sm_likely(p != NULL))
+        if (p)
             return c->ptr = p;
     }
     return SM_FN(alloc_slow)(c, cls);
 }
+
+SM_INLINE void *SM_FN(alloc_miss)(sm_mctx_t *c) { return SM_FN(alloc)(c); }
 
 /* The class of p's slab + 1 (0: not a slab of ours), and p's index in it; false: not the start
  * of an object. */
@@ -433,23 +451,22 @@ SM_SLOWPATH SM_UNUSED void SM_FN(bad_free)(const void *p, bool twice)
                      twice ? "object already freed" : "pointer is not the start of an object");
 }
 
-SM_HOT void SM_FN(free)(sm_mctx_t *c)
+/* Frees p if it is in a slab of ours (bad frees reported): false if it is not. */
+SM_HOT bool SM_FN(free_here)(void *p, size_t size, unsigned flags)
 {
     uintptr_t w;
     const struct SM_FN(geometry) *g;
     size_t i;
-    if (sm_unlikely(!SM_FN(locate)(c->ptr, &w, &g, &i))) {
-        if (!w)
-            SM_NEXT_FN(free)(c);
-        else
-            SM_FN(bad_free)(c->ptr, false);
-        return;
+    if (sm_unlikely(!SM_FN(locate)(p, &w, &g, &i))) {
+        if (w)
+            SM_FN(bad_free)(p, false);
+        return w != 0;
     }
-    struct SM_FN(slab) *s = SM_FN(slab_of)(c->ptr);
+    struct SM_FN(slab) *s = SM_FN(slab_of)(p);
     uint64_t *word = &s->bits[i / 64], bit = (uint64_t)1 << (i % 64);
-    if (sm_unlikely(((c->flags & SM_F_SIZED) && c->size > g->size) || (__atomic_load_n(word, __ATOMIC_RELAXED) & bit))) {
-        SM_FN(bad_free)(c->ptr, !(c->flags & SM_F_SIZED) || c->size <= g->size);
-        return;
+    if (sm_unlikely(((flags & SM_F_SIZED) && size > g->size) || (__atomic_load_n(word, __ATOMIC_RELAXED) & bit))) {
+        SM_FN(bad_free)(p, !(flags & SM_F_SIZED) || size <= g->size);
+        return true;
     }
     uint64_t ctl = __atomic_load_n(&s->ctl, __ATOMIC_SEQ_CST);
     bool queue = false;
@@ -462,8 +479,8 @@ SM_HOT void SM_FN(free)(sm_mctx_t *c)
     }
     uint64_t old = __atomic_fetch_or(word, bit, __ATOMIC_SEQ_CST);
     if (sm_unlikely(old & bit)) {
-        SM_FN(bad_free)(c->ptr, true);
-        return;
+        SM_FN(bad_free)(p, true);
+        return true;
     }
     /* After the bit, only a push decided above, or a look (loads, an epoch-checked CAS): the
      * slab may be empty and in another life by now. A free that fills its word looks whether the
@@ -480,7 +497,24 @@ SM_HOT void SM_FN(free)(sm_mctx_t *c)
             sm_release_note();
         }
     }
+    return true;
 }
+
+SM_HOT bool SM_FN(free_hit)(void *p, size_t size, unsigned flags, uintptr_t *owner_word)
+{
+    (void)owner_word; /* no OWNER capability: nothing to hand on */
+    return SM_FN(free_here)(p, size, flags);
+}
+
+SM_INLINE void SM_FN(free)(sm_mctx_t *c)
+{
+    if (!SM_FN(free_here)(c->ptr, c->size, c->flags))
+        SM_NEXT_FN(free)(c);
+}
+
+SM_INLINE void SM_FN(free_miss)(sm_mctx_t *c) { SM_FN(free)(c); }
+
+
 
 SM_INLINE bool SM_FN(getmeta)(sm_mctx_t *c)
 {
@@ -567,6 +601,8 @@ SM_INLINE void SM_FN(thread_exit)(void)
 SM_INLINE void SM_FN(fork_prepare)(void) { SM_NEXT_FN(fork_prepare)(); }
 SM_INLINE void SM_FN(fork_parent)(void) { SM_NEXT_FN(fork_parent)(); }
 SM_INLINE void SM_FN(fork_child)(void) { SM_NEXT_FN(fork_child)(); }
+
+#define SM_LAYER_OFFERS SM_CAP_HIT
 
 #undef SM_SLABWF_HEADER_PAGE
 #undef SM_SLABWF_OWNED

@@ -10,6 +10,7 @@
  *                       all classes (default 40; docs/latency.md has the measurement)
  *   SM_OPT_MIN_OBJECTS  a class is served if a slab holds at least this many of its objects
  *                       (default 4); larger requests go down
+ *   SM_OPT_DECAY_MS     an empty slab idle this long is purged by L_release (default 1000)
  * Properties: thread-safe; 16-byte alignment (aligned requests above it go down); zeroed 0.
  * Capabilities: HIT (an allocation from the thread's slab of the class, a free of any object of
  * ours: the socket then builds no request context on them). Needs: STABLE from the next layer
@@ -26,7 +27,7 @@
  * stack of partial slabs, where a thread needing a slab of the class adopts it. A detached slab
  * whose last object comes back is pushed onto the stack of empty slabs, which any class takes
  * from before asking the next layer. Stacks are tagged Treiber stacks (core/tagged_stack.h).
- * Slabs are never given back: release purges empty ones (but the page holding their header), so
+ * Slabs are never given back: release purges idle empty ones (but the page holding their header), so
  * the memory of a slab stays a slab, and a late reader of one (a pop, a free that lost a race)
  * finds a header or zeros, never another layer's data.
  *
@@ -76,6 +77,10 @@
 #ifndef SM_OPT_MIN_OBJECTS
 #define SM_OPT_MIN_OBJECTS 4
 #endif
+#ifndef SM_OPT_DECAY_MS
+#define SM_OPT_DECAY_MS 1000
+#endif
+_Static_assert((SM_OPT_DECAY_MS) >= 1, "slab_wf: SM_OPT_DECAY_MS must be at least 1 ms");
 _Static_assert((SM_OPT_SLAB_SIZE) >= (16u << 10) && (SM_OPT_SLAB_SIZE) <= ((size_t)1 << 24) &&
                    ((SM_OPT_SLAB_SIZE) & ((SM_OPT_SLAB_SIZE) - 1)) == 0,
                "slab_wf: SM_OPT_SLAB_SIZE must be a power of two in [16 KiB, 16 MiB]");
@@ -97,6 +102,11 @@ enum {
 #define SM_SLABWF_HEADER_PAGE \
     sm_align_up(offsetof(struct SM_FN(slab), bits) + ((SM_OPT_SLAB_SIZE) / 16 + 63) / 64 * 8, 4096)
 
+/* An empty slab's pages. */
+#define SM_SLABWF_FRESH  0u
+#define SM_SLABWF_AGED   1u
+#define SM_SLABWF_PURGED 2u
+
 /* Control word. */
 #define SM_SLABWF_OWNED    ((uint64_t)0)
 #define SM_SLABWF_DETACHED ((uint64_t)1 << 62)
@@ -110,7 +120,7 @@ enum {
 struct SM_FN(slab) {
     sm_tnode_t link;       /* in a stack: the next slab */
     uint32_t cursor;       /* owner only: the bitmap word it looks at first */
-    uint32_t purged;       /* in the empty stack: its pages past the header were purged */
+    uint32_t purged;       /* in the empty stack: FRESH, AGED (seen by a release pass), PURGED */
     SM_CACHE_ALIGNED uint64_t ctl;
     SM_CACHE_ALIGNED uint64_t bits[];
 };
@@ -338,7 +348,7 @@ SM_SLOWPATH struct SM_FN(slab) *SM_FN(fresh)(unsigned cls, uint64_t *epoch)
         return NULL;
     }
     s->cursor = 0;
-    s->purged = 0;
+    s->purged = SM_SLABWF_FRESH;
     for (unsigned w = 0; w < g->words; w++)
         __atomic_store_n(&s->bits[w], w + 1 == g->words ? g->last_mask : ~(uint64_t)0, __ATOMIC_RELAXED);
     return s;
@@ -544,11 +554,16 @@ SM_INLINE bool SM_FN(resize)(sm_mctx_t *c, size_t n)
 SM_INLINE bool SM_FN(purge)(sm_mctx_t *c) { return SM_NEXT_FN(purge)(c); }
 
 /* All-free slabs of the partial stacks move to the empty stack (no free is on its way to them:
- * all are done), whose slabs are then purged past their header's page: all (ALL), or all but
- * SM_OPT_TLLABS of them. */
+ * all are done; only the classes whose hint says so, or all on ALL). Empty slabs are purged past
+ * their header's page once idle: a pass marks them aged, a pass SM_OPT_DECAY_MS later purges those
+ * still there (ALL: every one at once), all but SM_OPT_TLLABS of them. The stack is taken whole
+ * only to split it: the slabs to purge are purged outside it, the rest go back at once. */
 SM_INLINE void SM_FN(release)(sm_release_t *r)
 {
     for (unsigned i = 0; i < SM_FN(classes); i++) {
+        if (r->how != SM_RELEASE_ALL && !__atomic_load_n(&SM_FN(obj).cls[i].emptied, __ATOMIC_RELAXED))
+            continue;
+        __atomic_store_n(&SM_FN(obj).cls[i].emptied, 0, __ATOMIC_RELAXED);
         sm_tnode_t *first = sm_tstack_take_all(&SM_FN(obj).cls[i].partial), *keep = NULL, *keep_last = NULL;
         while (first) {
             struct SM_FN(slab) *s = (struct SM_FN(slab) *)first;
@@ -565,22 +580,38 @@ SM_INLINE void SM_FN(release)(sm_release_t *r)
         }
         if (keep)
             sm_tstack_push_chain(&SM_FN(obj).cls[i].partial, keep, keep_last);
-        __atomic_store_n(&SM_FN(obj).cls[i].emptied, 0, __ATOMIC_RELAXED);
     }
-    size_t keep = r->how == SM_RELEASE_ALL ? 0 : (SM_OPT_TLLABS), seen = 0;
-    sm_tnode_t *first = sm_tstack_take_all(&SM_FN(obj).empty), *last = first;
-    for (sm_tnode_t *n = first; n; last = n, n = n->next) {
+    size_t reserve = r->how == SM_RELEASE_ALL ? 0 : (SM_OPT_TLLABS), seen = 0;
+    bool pending = false;
+    sm_tnode_t *n = sm_tstack_take_all(&SM_FN(obj).empty), *back = NULL, *back_last = NULL, *purge = NULL;
+    while (n) {
         struct SM_FN(slab) *s = (struct SM_FN(slab) *)n;
-        if (++seen <= keep || s->purged)
+        n = n->next;
+        bool to_purge = ++seen > reserve && s->purged != SM_SLABWF_PURGED &&
+                        (s->purged == SM_SLABWF_AGED || r->how == SM_RELEASE_ALL);
+        if (to_purge) {
+            s->link.next = purge, purge = &s->link;
             continue;
-        sm_mctx_t p = sm_mctx_block((char *)s + SM_SLABWF_HEADER_PAGE, (SM_OPT_SLAB_SIZE) - SM_SLABWF_HEADER_PAGE, SM_F_ZERO);
-        if (SM_NEXT_FN(purge)(&p)) {
-            s->purged = 1;
-            r->released += p.size;
         }
+        if (seen > reserve && s->purged == SM_SLABWF_FRESH)
+            s->purged = SM_SLABWF_AGED, pending = true;
+        s->link.next = back, back = &s->link;
+        if (!back_last)
+            back_last = back;
     }
-    if (first)
-        sm_tstack_push_chain(&SM_FN(obj).empty, first, last);
+    if (back)
+        sm_tstack_push_chain(&SM_FN(obj).empty, back, back_last);
+    while (purge) {
+        struct SM_FN(slab) *s = (struct SM_FN(slab) *)purge;
+        purge = purge->next;
+        sm_mctx_t p = sm_mctx_block((char *)s + SM_SLABWF_HEADER_PAGE, (SM_OPT_SLAB_SIZE) - SM_SLABWF_HEADER_PAGE, SM_F_ZERO);
+        if (SM_NEXT_FN(purge)(&p))
+            r->released += p.size;
+        s->purged = SM_SLABWF_PURGED;
+        sm_tstack_push(&SM_FN(obj).empty, &s->link);
+    }
+    if (pending)
+        sm_release_due(r, r->now_ms + (SM_OPT_DECAY_MS));
     SM_NEXT_FN(release)(r);
 }
 
@@ -605,6 +636,9 @@ SM_INLINE void SM_FN(fork_child)(void) { SM_NEXT_FN(fork_child)(); }
 #define SM_LAYER_OFFERS SM_CAP_HIT
 
 #undef SM_SLABWF_HEADER_PAGE
+#undef SM_SLABWF_FRESH
+#undef SM_SLABWF_AGED
+#undef SM_SLABWF_PURGED
 #undef SM_SLABWF_OWNED
 #undef SM_SLABWF_DETACHED
 #undef SM_SLABWF_QUEUED
@@ -616,4 +650,5 @@ SM_INLINE void SM_FN(fork_child)(void) { SM_NEXT_FN(fork_child)(); }
 #undef SM_OPT_SLAB_SIZE
 #undef SM_OPT_TLLABS
 #undef SM_OPT_MIN_OBJECTS
+#undef SM_OPT_DECAY_MS
 #include "../../core/layer_end.h"

@@ -21,7 +21,8 @@
 #define SM_OPT_THREAD_HEAP_SIZE ((size_t)256 << 20)
 #define SM_OPT_THREAD_HEAP_MAX_BLOCK ((size_t)64 << 20)
 #define SM_OPT_FAA_GROWTH 1
-#define SM_OPT_HUGE_PAGES 1
+#define SM_OPT_FAA_ARENA_REGIONS 4 /* 1 GiB arenas: see docs/instances.md */
+#define SM_OPT_HUGE_PAGES 0       /* paper: 1; see docs/instances.md */
 #include <sunmao/os/mmap_heap.h>
 
 #define SM_LAYER     wfslab_large

@@ -22,8 +22,8 @@
  *               nodes of 32 KiB), read without locks; updated under a lock (os part) or with nodes
  *               installed by compare-and-swap (large and small parts) (core/pagemap.h)
  *   os part     each thread carves page-granular blocks from its 256 MiB region by a thread-local
- *               bump pointer; regions come from shared 16 GiB arenas by one fetch-and-add on the
- *               arena's top word; arenas and mappings from 2 MiB get MADV_HUGEPAGE; freed carved
+ *               bump pointer; regions come from shared 1 GiB arenas by one fetch-and-add on the
+ *               arena's top word; no transparent huge pages (HUGE_PAGES 0, as wfslab); freed carved
  *               blocks are dropped (MADV_DONTNEED) and kept in locked bins by log2 of their page
  *               count, the tails of exited threads' regions on an orphan list; blocks above 64 MiB
  *               or aligned above a page are mappings of their own (2 MiB-aligned from 2 MiB),
@@ -112,7 +112,8 @@ WF_HOT bool wf_is_aligned(const void *p, size_t a) { return ((uintptr_t)p & (a -
 /* os part */
 #define TH_SIZE        ((size_t)256 << 20)   /* a thread's region */
 #define TH_MAX_BLOCK   ((size_t)64 << 20)    /* the largest block carved (at most a quarter region) */
-#define ARENA_REGIONS  64u                   /* regions per arena: 16 GiB of address space */
+#define ARENA_REGIONS  4u                    /* regions per arena: 1 GiB of address space */
+#define HUGE_PAGES     0                     /* as wfslab: no transparent huge pages */
 #define HUGE_BYTES     ((size_t)2 << 20)
 /* large part */
 #define LG_GRANULE     ((size_t)4096)
@@ -601,12 +602,12 @@ WF_SLOW void *os_map_direct(size_t size, size_t align)
         return NULL;
     }
     size_t bytes = wf_up(size ? size : 1, os_page_size());
-    if (bytes >= HUGE_BYTES && align < HUGE_BYTES)
+    if (HUGE_PAGES && bytes >= HUGE_BYTES && align < HUGE_BYTES)
         align = HUGE_BYTES;
     void *p = os_map_aligned(bytes, align);
     if (!p)
         return NULL;
-    if (bytes >= HUGE_BYTES)
+    if (HUGE_PAGES && bytes >= HUGE_BYTES)
         os_hint_huge(p, bytes);
     os_lock();
     bool ok = os_record(p, bytes | OS_DIRECT);
@@ -655,7 +656,8 @@ static bool os_new_region(void)
     char *base = (char *)os_map(TH_SIZE);
     if (!base)
         return false;
-    os_hint_huge(base, TH_SIZE);
+    if (HUGE_PAGES)
+        os_hint_huge(base, TH_SIZE);
     os_lock();
     bool ok = os_region_nodes_locked(base, TH_SIZE);
     os_unlock();
@@ -693,10 +695,11 @@ static char *os_new_arena_locked(uint64_t seen, bool *retry)
     }
     size_t bytes = region_stride() * ARENA_REGIONS;
     int saved = errno;
-    char *base = (char *)os_map_aligned(bytes, HUGE_BYTES);
+    char *base = (char *)os_map_aligned(bytes, HUGE_PAGES ? HUGE_BYTES : os_page_size());
     bool ok = false;
     if (base) {
-        os_hint_huge(base, bytes);
+        if (HUGE_PAGES)
+            os_hint_huge(base, bytes);
         ok = os_region_nodes_locked(base, bytes);
         if (!ok)
             os_unmap(base, bytes);

@@ -89,6 +89,7 @@ static sm_plat_lock_t sm_socket_init_lock = SM_PLAT_LOCK_INIT;
 
 enum { SM_SOCKET_BG_NONE, SM_SOCKET_BG_RUNNING, SM_SOCKET_BG_FAILED };
 static int sm_socket_bg_state;
+static int sm_socket_bg_forked; /* 1 in a fork child whose clock has not restarted yet */
 
 static void *sm_socket_bg_main(void *unused)
 {
@@ -120,10 +121,11 @@ SM_SLOWPATH void sm_socket_bg_start(void)
     sm_release_wake = sm_plat_wake;
     if (!sm_plat_spawn(sm_socket_bg_main, "sunmao-release")) /* a sandbox, a thread limit: memory */
         __atomic_store_n(&sm_socket_bg_state, SM_SOCKET_BG_FAILED, __ATOMIC_RELEASE); /* still goes back on requests */
+    __atomic_store_n(&sm_socket_bg_forked, 0, __ATOMIC_RELAXED);
 }
 
-/* After a whole-stack allocation, with no lock of ours held: start the clock once something is
- * pending. */
+/* After a whole-stack request, with no lock of ours held: start the clock once something is
+ * pending (frees: see sm_socket_free_stack). */
 SM_INLINE void sm_socket_bg_check(void)
 {
     if (SM_SOCKET_BACKGROUND && sm_unlikely(__atomic_load_n(&sm_release_pending, __ATOMIC_RELAXED)) &&
@@ -137,8 +139,10 @@ static void sm_socket_fork_child(void)
 {
     SM_NEXT_FN(fork_child)();
     /* The clock's thread is not copied: the child starts its own when it needs one. */
-    if (__atomic_load_n(&sm_socket_bg_state, __ATOMIC_RELAXED) == SM_SOCKET_BG_RUNNING)
+    if (__atomic_load_n(&sm_socket_bg_state, __ATOMIC_RELAXED) == SM_SOCKET_BG_RUNNING) {
         __atomic_store_n(&sm_socket_bg_state, SM_SOCKET_BG_NONE, __ATOMIC_RELAXED);
+        __atomic_store_n(&sm_socket_bg_forked, 1, __ATOMIC_RELAXED);
+    }
     __atomic_store_n(&sm_release_sleeper, 0, __ATOMIC_RELAXED);
 }
 
@@ -199,9 +203,12 @@ SM_INLINE void sm_socket_free_stack(void *ptr, size_t size, unsigned flags, uint
     sm_mctx_t c = sm_mctx_block(ptr, size, owner_word != SM_OWNER_UNKNOWN ? flags | SM_F_OWNER : flags);
     c.owner_word = owner_word;
     SM_NEXT_FN(free_miss)(&c);
-    /* No clock start here: glibc frees under its own locks (thread stacks' TLS under the stack
-     * cache lock, which pthread_create takes: a start from that free never returns). The note
-     * stays pending; the next allocation down the stack starts the clock. */
+    /* Not in a fork child until it allocates: its first frees are often glibc's own, under the
+     * stack cache lock that pthread_create takes (pthread_join freeing the parent's threads' TLS),
+     * and a start from there never returns. The note stays pending; the child's first allocation
+     * down the stack starts the clock. */
+    if (!__atomic_load_n(&sm_socket_bg_forked, __ATOMIC_RELAXED))
+        sm_socket_bg_check();
 }
 
 /* The misses (see the header comment). noinline keeps the stack out of the hit path (inlined

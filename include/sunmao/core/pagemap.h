@@ -44,6 +44,28 @@ typedef void *sm_pagemap_node_alloc_fn(size_t bytes);
         return p_;                                                                                 \
     }
 
+/* The same for a map updated without a lock (sm_pagemap_set_shared): defines L_map_node_alloc
+ * and L_map_node_lost, the latter keeping a node that lost an install race in `spare` (an lvalue
+ * of type void *), still zero since nobody saw it, for the next install; a second one lost at the
+ * same moment stays unused. `count` is updated atomically. */
+#define SM_PAGEMAP_SHARED_NODE_ALLOC(align, spare, count)                                          \
+    static void *SM_FN(map_node_alloc)(size_t bytes)                                               \
+    {                                                                                              \
+        void *n_ = __atomic_exchange_n(&(spare), NULL, __ATOMIC_ACQUIRE);                          \
+        if (n_)                                                                                    \
+            return n_;                                                                             \
+        sm_mctx_t r_ = sm_mctx_alloc(bytes, (align), 0);                                           \
+        n_ = sm_mctx_zeroed(&r_, SM_FN(meta_alloc)(&r_));                                          \
+        if (n_)                                                                                    \
+            __atomic_add_fetch(&(count), 1, __ATOMIC_RELAXED);                                     \
+        return n_;                                                                                 \
+    }                                                                                              \
+    static void SM_FN(map_node_lost)(void *n_)                                                     \
+    {                                                                                              \
+        void *none_ = NULL;                                                                        \
+        __atomic_compare_exchange_n(&(spare), &none_, n_, false, __ATOMIC_RELEASE, __ATOMIC_RELAXED); \
+    }
+
 SM_INLINE unsigned sm_pagemap_root_bits(unsigned shift)
 {
     return SM_PAGEMAP_ADDR_BITS - shift - 2 * SM_PAGEMAP_NODE_BITS;

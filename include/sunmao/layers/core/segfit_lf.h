@@ -101,25 +101,7 @@ static struct {
     } cls[SM_FN(classes)];
 } SM_FN(obj);
 
-static void *SM_FN(map_node_alloc)(size_t bytes)
-{
-    void *n = __atomic_exchange_n(&SM_FN(obj).spare_node, NULL, __ATOMIC_ACQUIRE);
-    if (n)
-        return n;
-    sm_mctx_t r = sm_mctx_alloc(bytes, SM_CACHELINE, 0);
-    n = sm_mctx_zeroed(&r, SM_FN(meta_alloc)(&r));
-    if (n)
-        __atomic_add_fetch(&SM_FN(obj).map_nodes, 1, __ATOMIC_RELAXED);
-    return n;
-}
-
-/* A node never published is still zero: kept for the next install (a second one at the same
- * moment stays unused: two threads each losing a race at once). */
-static void SM_FN(map_node_lost)(void *n)
-{
-    void *none = NULL;
-    __atomic_compare_exchange_n(&SM_FN(obj).spare_node, &none, n, false, __ATOMIC_RELEASE, __ATOMIC_RELAXED);
-}
+SM_PAGEMAP_SHARED_NODE_ALLOC(SM_CACHELINE, SM_FN(obj).spare_node, SM_FN(obj).map_nodes)
 
 SM_INLINE int SM_FN(create)(void) { return SM_NEXT_FN(create)(); }
 

@@ -157,23 +157,7 @@ static __thread struct SM_FN(owner) *SM_FN(tls) __attribute__((tls_model("initia
 
 SM_INLINE void SM_FN(thread_exit)(void);
 
-static void *SM_FN(map_node_alloc)(size_t bytes)
-{
-    void *n = __atomic_exchange_n(&SM_FN(obj).spare_node, NULL, __ATOMIC_ACQUIRE);
-    if (n)
-        return n;
-    sm_mctx_t r = sm_mctx_alloc(bytes, SM_CACHELINE, 0);
-    n = sm_mctx_zeroed(&r, SM_FN(meta_alloc)(&r));
-    if (n)
-        __atomic_add_fetch(&SM_FN(obj).map_nodes, 1, __ATOMIC_RELAXED);
-    return n;
-}
-
-static void SM_FN(map_node_lost)(void *n)
-{
-    void *none = NULL;
-    __atomic_compare_exchange_n(&SM_FN(obj).spare_node, &none, n, false, __ATOMIC_RELEASE, __ATOMIC_RELAXED);
-}
+SM_PAGEMAP_SHARED_NODE_ALLOC(SM_CACHELINE, SM_FN(obj).spare_node, SM_FN(obj).map_nodes)
 
 SM_INLINE int SM_FN(create)(void)
 {

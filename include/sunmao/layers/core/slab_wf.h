@@ -18,7 +18,7 @@
  *
  * A slab holds objects of one class after a header: a link, a control word, and a bitmap of
  * atomic words, a set bit per free object. A thread owns one slab per class it allocates from
- * (up to SM_OPT_TLLABS over all classes: then the least recently installed goes) and allocates
+ * (up to SM_OPT_TLLABS over all classes: then the next class round gives its slab up) and allocates
  * by clearing a set bit (an atomic and: only the owner clears bits, so it cannot fail); every
  * free, local or remote, sets its bit by an atomic or, whose old value tells a double free, and
  * finds the object's index by a multiply (no division). The owner's scan for a set bit is at most
@@ -27,16 +27,17 @@
  * stack of partial slabs, where a thread needing a slab of the class adopts it. A detached slab
  * whose last object comes back is pushed onto the stack of empty slabs, which any class takes
  * from before asking the next layer. Stacks are tagged Treiber stacks (core/tagged_stack.h).
- * Slabs are never given back: release purges idle empty ones (but the page holding their header), so
- * the memory of a slab stays a slab, and a late reader of one (a pop, a free that lost a race)
- * finds a header or zeros, never another layer's data.
+ * Slabs are never given back: release purges idle empty ones (but the page holding their
+ * header), so the memory of a slab stays a slab, and a late reader of one (a pop, a free that
+ * lost a race) finds a header or zeros, never another layer's data.
  *
  * Control word: state (owned, detached, queued, empty) | epoch, bumped at each adoption, so a
  * compare-and-swap of a late thread fails | count of frees since it was detached. Invariants:
  * only the owner clears bits; a slab is in at most one stack, in state queued (class) or empty;
  * a free updates the control word before it sets its bit, so once every bit is set no free is
- * still about to change the slab (but a push it decided on, and epoch-checked looks). The page map (64 KiB granule; nodes
- * installed by compare-and-swap) holds each slab's class + 1, set when it is formatted.
+ * still about to change the slab (but a push it decided on, and epoch-checked looks). The page
+ * map (slab granule; nodes installed by compare-and-swap) holds each slab's class + 1, set when
+ * it is formatted.
  * Progress: the per-object steps are wait-free; a slab's change of hands (at most once per
  * quarter slab of frees) takes lock-free stack operations. Fork: nothing to lock.
  * @check: SM_LAYER=t <sunmao/policies/sizeclass/prime.h> SM_SIZECLASS=prime <sunmao/policies/err/warn.h> SM_ERR=warn

@@ -1295,6 +1295,7 @@ WF_SLOW void sl_empty_if_done(struct slab *s, const struct slab_geo *g, uint64_t
     while ((c & SL_STATE) == SL_DETACHED && (c & SL_EPOCHS) == (seen & SL_EPOCHS))
         if (__atomic_compare_exchange_n(&s->ctl, &c, SL_EMPTY | (c & SL_EPOCHS), false, __ATOMIC_SEQ_CST,
                                         __ATOMIC_SEQ_CST)) {
+            (void)sl_free_objects(s, g); /* ours now: these loads acquire every free */
             sl_push_empty(s);
             return;
         }

@@ -92,6 +92,18 @@ __attribute__((no_sanitize_thread, noinline)) static uintptr_t sm_tstack_link(sm
 SM_INLINE uintptr_t sm_tstack_link(sm_tnode_t *n) { return (uintptr_t)__atomic_load_n(&n->next, __ATOMIC_RELAXED); }
 #endif
 
+/* The same kind of read for any word of stable memory (capability STABLE) that another thread may
+ * have reused by now: a look whose value decides nothing unless a later compare-and-swap, or an
+ * epoch, confirms it (slab_wf's look at a slab it freed into). */
+#ifdef SM_TSTACK_TSAN
+__attribute__((no_sanitize_thread, noinline)) static uint64_t sm_stable_look(const uint64_t *w)
+{
+    return *(const volatile uint64_t *)w;
+}
+#else
+SM_INLINE uint64_t sm_stable_look(const uint64_t *w) { return __atomic_load_n(w, __ATOMIC_SEQ_CST); }
+#endif
+
 /* The top node, unlinked, or NULL when empty. */
 SM_INLINE sm_tnode_t *sm_tstack_pop(sm_tstack_t *s)
 {

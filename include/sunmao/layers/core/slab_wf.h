@@ -213,6 +213,16 @@ SM_INLINE size_t SM_FN(free_objects)(struct SM_FN(slab) *s, const struct SM_FN(g
     return n;
 }
 
+/* The same, by a free after its bit: the slab may be in its next life by then, with fewer bitmap
+ * words and objects where these were (core/tagged_stack.h's sm_stable_look). */
+SM_INLINE bool SM_FN(looks_all_free)(struct SM_FN(slab) *s, const struct SM_FN(geometry) *g)
+{
+    size_t n = 0;
+    for (unsigned w = 0; w < g->words; w++)
+        n += (size_t)__builtin_popcountll(sm_stable_look(&s->bits[w]));
+    return n == g->count;
+}
+
 SM_INLINE void SM_FN(push_empty)(struct SM_FN(slab) *s)
 {
     __atomic_add_fetch(&SM_FN(obj).empties, 1, __ATOMIC_RELAXED);
@@ -227,12 +237,13 @@ SM_SLOWPATH void SM_FN(empty_if_done)(struct SM_FN(slab) *s, const struct SM_FN(
     uint64_t c = __atomic_load_n(&s->ctl, __ATOMIC_SEQ_CST);
     if ((c & ~SM_SLABWF_COUNT) != (SM_SLABWF_DETACHED | (seen & SM_SLABWF_EPOCHS)))
         return; /* queued, emptied, or in its next life: its bits are not this look's to read */
-    if (SM_FN(free_objects)(s, g) != g->count)
+    if (!SM_FN(looks_all_free)(s, g))
         return;
     c = __atomic_load_n(&s->ctl, __ATOMIC_SEQ_CST);
     while ((c & SM_SLABWF_STATE) == SM_SLABWF_DETACHED && (c & SM_SLABWF_EPOCHS) == (seen & SM_SLABWF_EPOCHS))
         if (__atomic_compare_exchange_n(&s->ctl, &c, SM_SLABWF_EMPTY | (c & SM_SLABWF_EPOCHS), false, __ATOMIC_SEQ_CST,
                                         __ATOMIC_SEQ_CST)) {
+            (void)SM_FN(free_objects)(s, g); /* the slab is ours now: these loads acquire every free */
             SM_FN(push_empty)(s);
             return;
         }
@@ -487,7 +498,7 @@ SM_HOT bool SM_FN(free_here)(void *p, size_t size, unsigned flags)
         ctl = __atomic_load_n(&s->ctl, __ATOMIC_SEQ_CST);
         if ((ctl & SM_SLABWF_STATE) == SM_SLABWF_DETACHED)
             SM_FN(empty_if_done)(s, g, ctl);
-        else if ((ctl & SM_SLABWF_STATE) == SM_SLABWF_QUEUED && SM_FN(free_objects)(s, g) == g->count) {
+        else if ((ctl & SM_SLABWF_STATE) == SM_SLABWF_QUEUED && SM_FN(looks_all_free)(s, g)) {
             __atomic_add_fetch(&SM_FN(obj).cls[w - 1].emptied, 1, __ATOMIC_RELAXED);
             sm_release_note();
         }

@@ -57,7 +57,9 @@ thread_cache|MX_THREAD|SM_OPT_BATCH_BYTES=1024|ut_batch_bytes == 1024
 thread_cache|MX_THREAD|SM_OPT_LIST_MAX=32|ut_list_max == 32
 thread_cache|MX_THREAD|SM_OPT_GC_EVENTS=1|
 thread_cache|MX_THREAD|SM_OPT_IDLE_SCAN_REFILLS=1|ut_idle_scan_refills == 1
-thread_cache|MX_THREAD|SM_OPT_DOUBLE_FREE_CHECK=0|
+thread_cache|MX_THREAD|SM_OPT_DOUBLE_FREE_CHECK=0;SM_OPT_HARDEN=0|
+thread_cache|MX_THREAD|SM_OPT_HARDEN=0|
+thread_cache|MX_THREAD|SM_OPT_HARDEN=2|sizeof ut_tls->check == sizeof(uintptr_t)
 thread_cache|MX_THREAD|SM_OPT_CORE_AWARE=1|sizeof ut_obj.core_kib > sizeof(uint32_t)
 thread_cache|MX_THREAD|SM_SYNC=spinlock;SM_OPT_TOTAL_BYTES=(4u << 20)|ut_pooled == 1
 thread_cache|MX_THREAD|SM_RECLAIM=none;SM_OPT_CACHE_BYTES=(16u << 10)|sizeof ut_tls->mark[0] == 1

@@ -19,4 +19,13 @@ SM_INLINE size_t sm_align_down(size_t x, size_t a) { return x & ~(a - 1); }
 SM_INLINE uintptr_t sm_addr(const void *p) { return (uintptr_t)p; }
 SM_INLINE bool sm_ptr_aligned(const void *p, size_t a) { return (sm_addr(p) & (a - 1)) == 0; }
 
+/* A 64-bit mixing function (the finaliser of the SplitMix64 generator): every input bit changes
+ * about half of the output bits; for keys derived from a secret, not for hashing tables. */
+SM_INLINE uint64_t sm_mix64(uint64_t x)
+{
+    x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+    x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+    return x ^ (x >> 31);
+}
+
 #endif

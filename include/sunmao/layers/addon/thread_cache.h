@@ -31,6 +31,12 @@
  *   SM_OPT_DOUBLE_FREE_CHECK  1 (default): tag cached objects so a double free of an object that is
  *                 still in the cache is caught (one load, compare and store more per free, one store
  *                 more per malloc); 0 trusts the program, as TCMalloc does.
+ *   SM_OPT_HARDEN  how far a list trusts the links stored in its free objects (needs the check above):
+ *                 0 raw pointers; 1 (default) encoded links, each object's two words a pair only this
+ *                 cache's secret keys make, verified before a link is followed; 2 as 1, and a popped
+ *                 object must also be the start of an object of the list's class or larger in the
+ *                 next layer's owner map. A failed check is reported once (SM_ERR, heap corruption)
+ *                 and the rest of the list is dropped, never followed (docs/security.md).
  * Requires of the next layer (core/capability.h; a compile error names what is missing): BATCH
  * (refills and releases), OWNER (an unsized free's list is owner_slot(p, block_owner(p)), its one
  * lookup, whose word the miss reuses and passes down; owner_local is asked on a free's slow path
@@ -59,7 +65,10 @@
  * cache and retiring it; refill.h slow start, the budget, refills and overflows. Measurements and
  * the history of each decision: docs/layers.md, thread_cache. */
 #include <string.h>
+#include "../../core/bits.h"
 #include "../../core/errors.h"
+#include "../../core/msg.h"
+#include "../../core/secret.h"
 #include "../../core/layer.h"
 #include "../../platform/platform.h"
 #include "../../policies/reclaim/lowwater.h"
@@ -103,6 +112,12 @@
 #ifndef SM_OPT_CORE_AWARE
 #define SM_OPT_CORE_AWARE 0
 #endif
+#ifndef SM_OPT_HARDEN
+#define SM_OPT_HARDEN 1
+#endif
+_Static_assert((SM_OPT_HARDEN) >= 0 && (SM_OPT_HARDEN) <= 2, "thread_cache: SM_OPT_HARDEN must be 0, 1 or 2");
+_Static_assert(!(SM_OPT_HARDEN) || (SM_OPT_DOUBLE_FREE_CHECK),
+               "thread_cache: SM_OPT_HARDEN needs SM_OPT_DOUBLE_FREE_CHECK (the check word is the cached tag)");
 #if defined(SM_OPT_TOTAL_BYTES) && !defined(SM_SYNC)
 #error "thread_cache: SM_OPT_TOTAL_BYTES needs the sync slot (SM_SYNC), which guards the shared budget"
 #endif
@@ -157,6 +172,9 @@ struct SM_FN(list) {
  * in every list, so the bytes cached never exceed the budget — without a byte counter on the hit
  * paths: limits change only on slow paths (refill.h grows them, reclaim.h lowers them). */
 struct SM_FN(cache) {
+    /* SM_OPT_HARDEN: a free object's first word is its link ^ key, its second the first ^ check;
+     * both random per cache (lifecycle.h), check odd. 0 in the constant caches, which hold nothing. */
+    uintptr_t key, check;
     unsigned events;  /* slow-path events since the last collection (reclaim.h) */
     unsigned refills; /* refills, counted for the reclaim policy's scans */
     unsigned core_events; /* slow-path events since the budget was last matched to the core */
@@ -207,13 +225,48 @@ SM_HOT struct SM_FN(list) *SM_FN(list_at)(struct SM_FN(cache) *cache, unsigned s
  * on the list (refill.h's on_list). Derived from the pointer the free holds anyway: no load. */
 SM_HOT uintptr_t SM_FN(tag_of)(const struct SM_FN(cache) *cache) { return (uintptr_t)cache | 1; }
 
+/* A free object's two words (SM_OPT_HARDEN): w0 = link ^ key, w1 = w0 ^ check. A program that
+ * writes either word of an object it freed (a write after free, an overflow from its neighbour)
+ * breaks the pair unless it knows check, and points the link nowhere it chose unless it knows key:
+ * every pop verifies the pair before it follows the link, so no link is followed that this cache did
+ * not write. A pop clears w1, so an object handed out and reached again through a stale link (a
+ * double free that got past the tag) fails the check instead of being handed out twice. */
+
+/* Is p marked as an object of this cache's lists? (Hardened: its pair holds.) */
+SM_HOT bool SM_FN(is_cached)(const struct SM_FN(cache) *cache, const void *p)
+{
+    const uintptr_t *w = (const uintptr_t *)p;
+    if (SM_OPT_HARDEN)
+        return (w[0] ^ w[1]) == cache->check;
+    return w[1] == SM_FN(tag_of)(cache);
+}
+
+/* Writes p's link to next, marked as cached. */
+SM_HOT void SM_FN(link_store)(const struct SM_FN(cache) *cache, void *p, void *next)
+{
+    uintptr_t *w = (uintptr_t *)p;
+    if (SM_OPT_HARDEN) {
+        uintptr_t w0 = (uintptr_t)next ^ cache->key;
+        w[0] = w0;
+        w[1] = w0 ^ cache->check;
+    } else {
+        w[0] = (uintptr_t)next;
+        if (SM_OPT_DOUBLE_FREE_CHECK)
+            w[1] = SM_FN(tag_of)(cache);
+    }
+}
+
+/* p's link, p verified (is_cached) when hardened. */
+SM_HOT void *SM_FN(link_load)(const struct SM_FN(cache) *cache, const void *p)
+{
+    uintptr_t w0 = *(const uintptr_t *)p;
+    return (void *)(SM_OPT_HARDEN ? w0 ^ cache->key : w0);
+}
+
 /* Puts p on list l of cache, tagged as cached so a second free of it is recognised. */
 SM_HOT void SM_FN(list_push)(const struct SM_FN(cache) *cache, struct SM_FN(list) *l, void *p)
 {
-    (void)cache;
-    ((void **)p)[0] = l->head;
-    if (SM_OPT_DOUBLE_FREE_CHECK)
-        ((uintptr_t *)p)[1] = SM_FN(tag_of)(cache);
+    SM_FN(link_store)(cache, p, l->head);
     l->head = p;
     l->count++;
 }
@@ -225,11 +278,12 @@ SM_HOT void SM_FN(list_push)(const struct SM_FN(cache) *cache, struct SM_FN(list
  * free, the next layer's owner word, so they are safe before the stack is created: a socket may
  * call them first and run its start-up only on their misses (sockets/libc_api.h). */
 
-/* Takes head, the first object of list l, off the list (the low-water mark follows). */
-SM_HOT void *SM_FN(pop)(struct SM_FN(list) *l, void *head)
+/* Takes head, the first object of list l, off the list (the low-water mark follows); head verified
+ * (may_pop) when hardened. */
+SM_HOT void *SM_FN(pop)(const struct SM_FN(cache) *cache, struct SM_FN(list) *l, void *head)
 {
     uint32_t count = l->count - 1;
-    l->head = *(void **)head;
+    l->head = SM_FN(link_load)(cache, head);
     l->count = count;
     if (SM_RECLAIM_FN(low_water) && count < l->low)
         l->low = (uint16_t)count;
@@ -238,16 +292,35 @@ SM_HOT void *SM_FN(pop)(struct SM_FN(list) *l, void *head)
     return head;
 }
 
+/* May head, the first object of the list at byte offset `slot`, be handed out? Always without
+ * SM_OPT_HARDEN; else its pair must hold and (2) the owner map must show an object of the list's
+ * class or a larger one starting there (a sized free may put a block on a smaller class's list).
+ * A miss sends the request to the slow path, which reports and drops the list (refill.h). */
+SM_HOT bool SM_FN(may_pop)(const struct SM_FN(cache) *cache, const void *head, unsigned slot)
+{
+    if (!SM_OPT_HARDEN)
+        return true;
+    if (sm_unlikely(!SM_FN(is_cached)(cache, head)))
+        return false;
+    if (SM_OPT_HARDEN >= 2) {
+        unsigned owner = SM_NEXT_FN(owner_slot)(head, SM_NEXT_FN(block_owner)(head));
+        return owner >= slot && owner < ((unsigned)SM_FN(class_count) << 4);
+    }
+    return true;
+}
+
 /* malloc's hit: an object of size's class (size 0 is served as 1) with the default alignment. */
 SM_HOT void *SM_FN(alloc_hit)(size_t size)
 {
     if (!SM_FN(handles_size)(size))
         return NULL;
-    struct SM_FN(list) *l = SM_FN(list_at)(SM_FN(tls), SM_FN(slot_of)(size));
+    struct SM_FN(cache) *cache = SM_FN(tls);
+    unsigned slot = SM_FN(slot_of)(size);
+    struct SM_FN(list) *l = SM_FN(list_at)(cache, slot);
     void *head = l->head;
-    if (sm_unlikely(!head))
+    if (sm_unlikely(!head) || !SM_FN(may_pop)(cache, head, slot))
         return NULL;
-    return SM_FN(pop)(l, head);
+    return SM_FN(pop)(cache, l, head);
 }
 
 /* An aligned request's hit (tables.h: aligned_class): the head of its list if that is aligned
@@ -259,11 +332,12 @@ SM_HOT void *SM_FN(aligned_hit)(size_t size, size_t align)
     unsigned cls = SM_FN(aligned_class)(size, align);
     if (!cls)
         return NULL;
-    struct SM_FN(list) *l = &SM_FN(tls)->list[cls];
+    struct SM_FN(cache) *cache = SM_FN(tls);
+    struct SM_FN(list) *l = &cache->list[cls];
     void *head = l->head;
-    if (!head || ((uintptr_t)head & (align - 1)))
+    if (!head || ((uintptr_t)head & (align - 1)) || !SM_FN(may_pop)(cache, head, cls << 4))
         return NULL;
-    return SM_FN(pop)(l, head);
+    return SM_FN(pop)(cache, l, head);
 }
 
 /* The list p goes on, as its offset in the list array: 16 x its class, or 16 x class_count (the
@@ -306,7 +380,7 @@ SM_HOT bool SM_FN(push)(void *p, unsigned slot)
 {
     struct SM_FN(cache) *cache = SM_FN(tls);
     struct SM_FN(list) *l = SM_FN(list_at)(cache, slot);
-    bool room = l->count < l->limit && (!SM_OPT_DOUBLE_FREE_CHECK || ((uintptr_t *)p)[1] != SM_FN(tag_of)(cache));
+    bool room = l->count < l->limit && (!SM_OPT_DOUBLE_FREE_CHECK || !SM_FN(is_cached)(cache, p));
     if (sm_unlikely(!room))
         return false;
     SM_FN(list_push)(cache, l, p);
@@ -400,7 +474,7 @@ SM_SLOWPATH SM_UNUSED void SM_FN(release)(sm_release_t *r)
         for (unsigned cls = 0; cls < SM_FN(class_count); cls++) {
             struct SM_FN(list) *l = &cache->list[cls];
             r->released += (size_t)l->count * SM_FN(obj).class_bytes[cls];
-            SM_FN(drain)(l, l->count, &sink);
+            SM_FN(drain)(cache, l, l->count, &sink);
             SM_RECLAIM_FN(clear)(&cache->mark[cls], &l->low);
         }
         SM_FN(give_blocks)(sink.blocks, sink.n);
@@ -443,5 +517,6 @@ SM_INLINE void SM_FN(fork_child)(void)
 #undef SM_OPT_GC_EVENTS
 #undef SM_OPT_IDLE_SCAN_REFILLS
 #undef SM_OPT_DOUBLE_FREE_CHECK
+#undef SM_OPT_HARDEN
 #define SM_LAYER_OFFERS SM_CAP_HIT
 #include "../../core/layer_end.h"

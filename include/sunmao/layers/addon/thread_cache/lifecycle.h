@@ -37,6 +37,12 @@ SM_SLOWPATH struct SM_FN(cache) *SM_FN(cache_get)(void)
     if (!cache)
         return NULL; /* this request bypasses the cache; a later slow path tries again */
     memset(cache, 0, sizeof *cache);
+    if (SM_OPT_HARDEN) {
+        /* Keys no other cache shares, from the process's secret and this cache's address (which
+         * differs per thread and per run); check odd, so never the 0 of a fresh or cleared word. */
+        cache->key = (uintptr_t)sm_mix64(sm_secret() ^ (uintptr_t)cache ^ sm_plat_cycles());
+        cache->check = (uintptr_t)sm_mix64(cache->key ^ 0x6a09e667f3bcc909ull) | 1;
+    }
     cache->want = SM_FN(budget_for)(sm_plat_cpu());
     SM_FN(pool_join)(cache);
     SM_FN(tls) = cache;
@@ -54,7 +60,7 @@ SM_SLOWPATH void SM_FN(cache_destroy)(void)
     struct SM_FN(sink) sink;
     sink.n = 0;
     for (unsigned cls = 0; cls < SM_FN(class_count); cls++)
-        SM_FN(drain)(&cache->list[cls], cache->list[cls].count, &sink);
+        SM_FN(drain)(cache, &cache->list[cls], cache->list[cls].count, &sink);
     SM_FN(give_blocks)(sink.blocks, sink.n);
     SM_FN(pool_leave)(cache);
     sm_mctx_t f = sm_mctx_block(cache, sizeof *cache, SM_F_SIZED);

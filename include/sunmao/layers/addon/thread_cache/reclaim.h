@@ -34,12 +34,33 @@ SM_INLINE void SM_FN(sink_put)(struct SM_FN(sink) *sink, void *p)
     }
 }
 
-/* Moves the first n objects of list l into the sink. */
-SM_INLINE void SM_FN(drain)(struct SM_FN(list) *l, unsigned n, struct SM_FN(sink) *sink)
+/* Object p of list l failed its check (thread_cache.h, SM_OPT_HARDEN): the program wrote into an
+ * object it had freed, or overflowed into one. Reported once; the list is dropped, not followed,
+ * and its objects are lost to the program (a link that was written over leads anywhere). */
+SM_SLOWPATH void SM_FN(list_corrupt)(const struct SM_FN(cache) *cache, struct SM_FN(list) *l, const void *p)
+{
+    char detail[96];
+    sm_msg_format(detail, sizeof detail, "free object of %zu bytes written after free; %u cached objects dropped",
+                  (size_t)SM_FN(obj).class_bytes[l - cache->list], (unsigned)l->count);
+    l->head = NULL;
+    l->count = 0;
+    if (SM_RECLAIM_FN(low_water))
+        l->low = 0;
+    SM_ERR_FN(raise)(SM_ERR_CORRUPTION, SM_LAYER_NAME, p, detail);
+}
+
+/* Moves the first n objects of list l (of cache) into the sink; a failed check stops it there. */
+SM_INLINE void SM_FN(drain)(const struct SM_FN(cache) *cache, struct SM_FN(list) *l, unsigned n, struct SM_FN(sink) *sink)
 {
     void *p = l->head;
     for (unsigned i = 0; i < n; i++) {
-        void *next = *(void **)p;
+        if (SM_OPT_HARDEN && !SM_FN(is_cached)(cache, p)) {
+            l->head = p;
+            l->count -= i;
+            SM_FN(list_corrupt)(cache, l, p);
+            return;
+        }
+        void *next = SM_FN(link_load)(cache, p);
         SM_FN(sink_put)(sink, p);
         p = next;
     }
@@ -57,7 +78,7 @@ SM_SLOWPATH void SM_FN(gc)(struct SM_FN(cache) *cache, unsigned keep_cls, bool p
         struct SM_FN(list) *l = &cache->list[cls];
         size_t size = SM_FN(obj).class_bytes[cls];
         unsigned drop = SM_RECLAIM_FN(gc)(&cache->mark[cls], &l->low, l->count, SM_FN(batch_of)(cls));
-        SM_FN(drain)(l, drop, &sink);
+        SM_FN(drain)(cache, l, drop, &sink);
         unsigned cut = drop; /* count - drop <= limit - drop: the invariant holds */
         if (pressure && cls != keep_cls)
             cut += (l->limit - cut - l->count + 1u) / 2;
@@ -77,7 +98,7 @@ SM_SLOWPATH void SM_FN(scan)(struct SM_FN(cache) *cache)
         struct SM_FN(list) *l = &cache->list[cls];
         unsigned drop = SM_RECLAIM_FN(scan)(&cache->mark[cls], &l->low, l->count, SM_FN(batch_of)(cls));
         if (drop) {
-            SM_FN(drain)(l, drop, &sink);
+            SM_FN(drain)(cache, l, drop, &sink);
             l->limit = (uint16_t)(l->limit - drop);
             cache->capacity -= drop * SM_FN(obj).class_bytes[cls];
         }
@@ -98,7 +119,7 @@ SM_SLOWPATH void SM_FN(trim)(struct SM_FN(cache) *cache, size_t budget)
             continue;
         unsigned limit = (unsigned)((uint64_t)l->limit * budget / cache->capacity); /* slow path */
         if (l->count > limit)
-            SM_FN(drain)(l, l->count - limit, &sink);
+            SM_FN(drain)(cache, l, l->count - limit, &sink);
         if (SM_RECLAIM_FN(low_water) && l->low > l->count)
             l->low = (uint16_t)l->count;
         l->limit = (uint16_t)limit;

@@ -51,6 +51,14 @@ SM_SLOWPATH void *SM_FN(refill)(size_t size, sm_mctx_t *c)
         return NULL;
     unsigned cls = SM_FN(class_of)(size); /* again: the fast path may have read an unbuilt table */
     struct SM_FN(list) *l = &cache->list[cls];
+    if (sm_unlikely(l->head != NULL)) {
+        /* The hit path found a head it may not hand out (a broken pair: reported here, once, and
+         * the list dropped), or ran before the tables existed. */
+        if (!SM_FN(may_pop)(cache, l->head, cls << 4))
+            SM_FN(list_corrupt)(cache, l, l->head);
+        else
+            return SM_FN(pop)(cache, l, l->head);
+    }
     unsigned batch = SM_FN(batch_of)(cls);
     /* Slow start, but the first objects fill four cache lines: with two, the hot object (the run's
      * first) could share a 128-byte pair, which the adjacent-line prefetcher moves as one, with
@@ -72,7 +80,7 @@ SM_SLOWPATH void *SM_FN(refill)(size_t size, sm_mctx_t *c)
     /* out[0] goes to the caller; out[1..] become the list, in the order the next layer gave them. */
     void *head = NULL;
     for (unsigned i = got; i-- > 1;) {
-        *(void **)out[i] = head;
+        SM_FN(link_store)(cache, out[i], head);
         head = out[i];
     }
     l->head = head; /* the list was empty: that is why we are here */
@@ -94,8 +102,12 @@ SM_SLOWPATH void *SM_FN(refill_aligned)(size_t size, size_t align, sm_mctx_t *c)
     if (!cls)
         return NULL;
     struct SM_FN(list) *l = &cache->list[cls];
-    if (l->head) /* the hit path ran before the tables existed, or found the head misaligned */
-        return SM_FN(aligned_hit)(size, align);
+    if (l->head) { /* the hit path ran before the tables existed, or found the head misaligned or broken */
+        if (!SM_FN(may_pop)(cache, l->head, cls << 4))
+            SM_FN(list_corrupt)(cache, l, l->head);
+        else
+            return SM_FN(aligned_hit)(size, align);
+    }
     void *p = SM_FN(refill)(SM_FN(obj).class_bytes[cls], c);
     if (p && ((uintptr_t)p & (align - 1))) {
         /* The next layer does not align this class's objects naturally: keep the object for
@@ -110,13 +122,17 @@ SM_SLOWPATH void *SM_FN(refill_aligned)(size_t size, size_t align, sm_mctx_t *c)
     return p;
 }
 
-/* Is p on list l? For a tagged block: a double free, or a block that left the cache since. */
-SM_SLOWPATH bool SM_FN(on_list)(const struct SM_FN(list) *l, const void *p)
+/* Is p on list l (of cache)? For a tagged block: a double free, or a block that left the cache
+ * since. The walk stops at an object whose pair is broken (its pop will report it). */
+SM_SLOWPATH bool SM_FN(on_list)(const struct SM_FN(cache) *cache, const struct SM_FN(list) *l, const void *p)
 {
     const void *q = l->head;
-    for (uint32_t i = 0; q && i < l->count; i++, q = *(void *const *)q)
+    for (uint32_t i = 0; q && i < l->count; i++, q = SM_FN(link_load)(cache, q)) {
         if (q == p)
             return true;
+        if (SM_OPT_HARDEN && !SM_FN(is_cached)(cache, q))
+            return false;
+    }
     return false;
 }
 
@@ -132,8 +148,8 @@ SM_SLOWPATH bool SM_FN(overflow)(sm_mctx_t *c)
     if (cls >= SM_FN(class_count) || !SM_FN(obj).class_bytes[cls])
         return false;
     struct SM_FN(list) *l = &cache->list[cls];
-    if (SM_OPT_DOUBLE_FREE_CHECK && ((uintptr_t *)p)[1] == SM_FN(tag_of)(cache)) {
-        if (SM_FN(on_list)(l, p)) {
+    if (SM_OPT_DOUBLE_FREE_CHECK && SM_FN(is_cached)(cache, p)) {
+        if (SM_FN(on_list)(cache, l, p)) {
             SM_ERR_FN(raise)(SM_ERR_DOUBLE_FREE, SM_LAYER_NAME, p, "object is already in the thread cache; ignored");
             return true;
         }
@@ -145,7 +161,7 @@ SM_SLOWPATH bool SM_FN(overflow)(sm_mctx_t *c)
     if (l->count >= l->limit && l->count) {
         struct SM_FN(sink) sink;
         sink.n = 0;
-        SM_FN(drain)(l, l->count < batch ? l->count : batch, &sink);
+        SM_FN(drain)(cache, l, l->count < batch ? l->count : batch, &sink);
         SM_FN(give_blocks)(sink.blocks, sink.n);
         if (SM_RECLAIM_FN(low_water) && l->low > l->count)
             l->low = (uint16_t)l->count;

@@ -648,6 +648,43 @@ static void free_preserves_errno(void)
 static void (*p_free_sized)(void *, size_t);
 static void (*p_free_aligned_sized)(void *, size_t, size_t);
 
+/* free_sized names the size of the last realloc, which may have shrunk a large block in place: the
+ * allocator must not then treat the block as an object of that size's class if it holds less
+ * (libsunmao put a TLSF block shrunk to 5000 bytes on its 5120-byte list and returned it for
+ * malloc(5100)). Every block handed out after must hold what was asked. */
+static size_t shrink_big, shrink_small;
+static void *free_sized_after_shrink_body(void *arg)
+{
+    (void)arg;
+    char *p = f_malloc(shrink_big);
+    CHECK(p != NULL);
+    char *q = f_realloc(p, shrink_small);
+    CHECK(q != NULL);
+    p_free_sized(q, shrink_small);
+    for (size_t want = shrink_small + 1; want < shrink_small + 1200; want += 100) { /* its class, first */
+        char *r = f_malloc(want);
+        CHECK(r != NULL);
+        CHECKF(f_usable(r) >= want, "malloc(%zu) after free_sized(realloc(malloc(%zu), %zu)) holds %zu bytes", want,
+               shrink_big, shrink_small, f_usable(r));
+        check_fill(r, want, 17);
+        CHECK(check_verify(r, want, 17));
+        f_free(r);
+    }
+    return NULL;
+}
+static void free_sized_after_shrink(void)
+{
+    static const size_t big[] = { 20000, 100000, 3u << 20 };
+    static const size_t small[] = { 5000, 4000, 700, 9000 };
+    for (size_t i = 0; i < sizeof big / sizeof *big; i++)
+        for (size_t j = 0; j < sizeof small / sizeof *small; j++) {
+            shrink_big = big[i], shrink_small = small[j];
+            pthread_t t; /* a fresh thread: a thread cache's lists as a new program's are */
+            CHECK(pthread_create(&t, NULL, free_sized_after_shrink_body, NULL) == 0);
+            pthread_join(t, NULL);
+        }
+}
+
 static void free_sized(void)
 {
     for (size_t n = 0; n < 70000; n = n * 2 + 1) {
@@ -722,9 +759,10 @@ int main(void)
     *(void **)&p_free_sized = dlsym(RTLD_DEFAULT, "free_sized");
     *(void **)&p_free_aligned_sized = dlsym(RTLD_DEFAULT, "free_aligned_sized");
 #endif
-    if (p_free_sized)
+    if (p_free_sized) {
         RUN_CASE(free_sized);
-    else
+        RUN_CASE(free_sized_after_shrink);
+    } else
         check_skip("free_sized", "free_sized not provided by this malloc (C23; glibc 2.36 lacks it)");
     if (p_free_aligned_sized)
         RUN_CASE(free_aligned_sized);

@@ -35,6 +35,8 @@
  *                                    say false): only a bad program asks.
  *   bool  L_resize(sm_mctx_t *c, size_t n)  grow or shrink c->ptr in place to >= n usable bytes;
  *                                    false leaves the block untouched (the socket then moves it).
+ *                                    A shrink keeps at least the layer's SM_SIZE_MIN: a thread
+ *                                    cache above trusts a sized free's class to fit the block.
  *   bool  L_purge(sm_mctx_t *c)      drop the pages of a range of a block the caller holds, keep
  *                                    it mapped (core/release.h); pass down what is not ours.
  *   void  L_release(sm_release_t *r) give back memory held free: all of it, or what has decayed

@@ -313,6 +313,13 @@ SM_INLINE bool SM_FN(resize)(sm_mctx_t *c, size_t n)
     }
     if (n > SM_TLSF_MAX_REQUEST)
         return false;
+    /* A shrink keeps at least the smallest size this layer serves: a sized free of the block is
+     * trusted by a thread cache above to hold its size's class (layers/addon/thread_cache.h), and
+     * the classes end below that size. Shrunk to 5000 bytes, a block of 100000 went to the 5120 B
+     * list on free_sized(p, 5000) and was handed out for malloc(5100). */
+    size_t floor = (size_t)(SM_SIZE_MIN);
+    if (n < floor)
+        n = floor;
     struct SM_FN(cs_resize) r = { c->ptr, SM_FN(block_size)(n), false };
     SM_SYNC_FN(atomic_exec)(&SM_FN(obj).lock, SM_FN(cs_resize), &r);
     return r.done;

@@ -72,7 +72,7 @@ static bool on_my_list(size_t size, const void *p)
 {
     const struct cache_list *l = my_list(size);
     const void *q = l->head;
-    for (uint32_t i = 0; q && i < l->count; i++, q = *(void *const *)q)
+    for (uint32_t i = 0; q && i < l->count; i++, q = cache_link_load(cache_tls, q)) /* links are encoded */
         if (q == p)
             return true;
     return false;

@@ -39,8 +39,8 @@ SM_INLINE void SM_FN(sink_put)(struct SM_FN(sink) *sink, void *p)
  * and its objects are lost to the program (a link that was written over leads anywhere). */
 SM_SLOWPATH void SM_FN(list_corrupt)(const struct SM_FN(cache) *cache, struct SM_FN(list) *l, const void *p)
 {
-    char detail[96];
-    sm_msg_format(detail, sizeof detail, "free object of %zu bytes written after free; %u cached objects dropped",
+    char detail[128];
+    sm_msg_format(detail, sizeof detail, "free object of %zu bytes overwritten (write after free or overflow); %u cached objects dropped",
                   (size_t)SM_FN(obj).class_bytes[l - cache->list], (unsigned)l->count);
     l->head = NULL;
     l->count = 0;

@@ -54,6 +54,7 @@ rule_for() {
             local parts="${1#include/sunmao/}"
             echo "core/ policies/ platform/platform.h ${parts%.h}/" ;;
         include/sunmao/layers/addon/fake.h) echo "layers/addon/passthrough.h" ;;   # the paper's name for it
+        include/sunmao/layers/addon/delayed.h) echo "layers/addon/delayed_free.h" ;;   # the paper's name for it
         include/sunmao/layers/core/*/* | include/sunmao/layers/addon/*/*)   # a part of a layer
             local own="${1#include/sunmao/}"
             echo "core/ policies/ platform/platform.h ${own%/*}.h" ;;

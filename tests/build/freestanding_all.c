@@ -78,6 +78,13 @@ static void *arena_pages(size_t size)
 #define SM_SYNC  none
 #define SM_ERR   fatal
 #include <sunmao/layers/core/tlsf_glk.h>
+/* A tail check over the brk heap: the crc32c policy's CPU probe (cpuid) needs no C library. */
+#include <sunmao/policies/chksum/crc32c.h>
+#define SM_LAYER fb_tail
+#define SM_NEXT  fb_heap
+#define SM_CHKSUM crc32c
+#define SM_ERR   fatal
+#include <sunmao/layers/addon/tail_chksum.h>
 #define SM_LAYER fp_pool
 #define SM_SYNC  none
 #define SM_ERR   callback
@@ -96,11 +103,31 @@ static void *arena_pages(size_t size)
 #define SM_ERR   callback
 #define SM_SIZE_MAX 1024
 #include <sunmao/layers/core/slab_lk.h>
+/* Sampled guard pages over the brk heap: no page protection here, so it finds that out on its
+ * first sample and passes everything down (no memory of the embedder's spent on a pool). */
+#define SM_LAYER fg_guard
+#define SM_NEXT  fb_heap
+#define SM_SYNC  none
+#define SM_ERR   fatal
+#define SM_OPT_SAMPLE_EVERY 1
+#include <sunmao/layers/addon/guard.h>
 
 void *brk_malloc(size_t size)
 {
     sm_mctx_t c = sm_mctx_alloc(size, SM_MIN_ALIGN, 0);
     return fb_heap_alloc(&c);
+}
+
+void *checked_malloc(size_t size)
+{
+    sm_mctx_t c = sm_mctx_alloc(size, SM_MIN_ALIGN, 0);
+    return fb_tail_alloc(&c);
+}
+
+void checked_free(void *p)
+{
+    sm_mctx_t c = sm_mctx_block(p, 0, 0);
+    fb_tail_free(&c);
 }
 
 void *pool_malloc(size_t size)
@@ -113,4 +140,16 @@ void pool_free(void *p)
 {
     sm_mctx_t c = sm_mctx_block(p, 0, 0);
     fp_slab_free(&c);
+}
+
+void *guarded_malloc(size_t size)
+{
+    sm_mctx_t c = sm_mctx_alloc(size, SM_MIN_ALIGN, 0);
+    return fg_guard_alloc(&c);
+}
+
+void guarded_free(void *p)
+{
+    sm_mctx_t c = sm_mctx_block(p, 0, 0);
+    fg_guard_free(&c);
 }

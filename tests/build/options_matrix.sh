@@ -44,6 +44,17 @@ slab_wf|MX_SLAB_WF|SM_OPT_MIN_OBJECTS=64|ut_obj.max_size < 1024
 slab_wf|MX_SLAB_WF|SM_OPT_DECAY_MS=5|
 wcet_stat|MX_WCET|SM_OPT_SAMPLE_EVERY=1|(ut_wcet_flush(), ut_wcet_samples(0) > 0)
 wcet_stat|MX_WCET|SM_OPT_REPORT_AT_EXIT=0|
+delayed_free|MX_DELAYED|SM_OPT_DELAYED_SIZE=(4u << 10)|(mx_usable_of(100), mx_usable_of(8000), ut_quarantine_bytes() == 116)
+delayed_free|MX_DELAYED|SM_OPT_DELAYED_SIZE=0|(mx_usable_of(100), ut_quarantine_bytes() == 0 && ut_quarantine_blocks() == 0)
+delayed_free|MX_DELAYED|SM_OPT_NODE_XOR=0|ut_node_xor == 0
+delayed_free|MX_DELAYED|SM_OPT_FILL=1|ut_fill == 1
+delayed_free|MX_DELAYED|SM_CHKSUM=magic|
+guard|MX_GUARD|SM_OPT_SAMPLE_EVERY=1|ut_obj.served > 200
+guard|MX_GUARD|SM_OPT_SLOTS=2;SM_OPT_SAMPLE_EVERY=1|sizeof ut_obj.slots / sizeof ut_obj.slots[0] == 2 && ut_obj.served > 2 && ut_obj.served < 50
+guard|MX_GUARD|SM_OPT_MAX_SIZE=(64u << 10);SM_OPT_SAMPLE_EVERY=1|ut_obj.data >= (64u << 10) && ut_guard_owns(ut_alloc(&(sm_mctx_t){ 40000, 16, 0, -1, NULL, 0, NULL, 0 }))
+tail_chksum|MX_TAIL|SM_OPT_CHECK_REALLOC=0|!mx_tail_getmeta_checks()
+tail_chksum|MX_TAIL|SM_CHKSUM=magic|mx_tail_getmeta_checks()
+tail_chksum|MX_TAIL|SM_CHKSUM=xor|mx_tail_getmeta_checks()
 slab_lk|MX_SLAB|SM_OPT_SLAB_SIZE=4096|ut_map_shift == 12
 slab_lk|MX_SLAB|SM_OPT_EMPTY_MAX=1|
 slab_lk|MX_SLAB|SM_OPT_COLOURS=1|

@@ -66,6 +66,13 @@ static inline int sm_plat_purge(void *p, size_t size, bool lazy)
     return -1;
 }
 static inline void sm_plat_hint_huge(void *p, size_t size) { (void)p, (void)size; }
+/* No memory protection here: a guard layer finds out with n = 0 and stays out of the way. */
+static inline int sm_plat_protect(void *p, size_t n, bool accessible)
+{
+    (void)p, (void)n, (void)accessible;
+    errno = EINVAL;
+    return -1;
+}
 static inline void *sm_plat_sbrk(intptr_t incr)
 {
     (void)incr;
@@ -142,5 +149,19 @@ static inline void sm_plat_atfork(void (*prepare)(void), void (*parent)(void), v
 }
 
 static inline void sm_plat_write_stderr(const char *s, size_t n) { sm_diag_write(s, n); }
+
+/* No unwinder and no signals: no call sites are recorded, no fault handler is installed. */
+static inline unsigned sm_plat_backtrace(void **pcs, unsigned n, unsigned skip)
+{
+    (void)pcs, (void)n, (void)skip;
+    return 0;
+}
+#define SM_PLAT_FAULT_HOOKS 0
+typedef bool sm_plat_fault_fn(void *addr);
+static inline bool sm_plat_fault_hook(sm_plat_fault_fn *fn)
+{
+    (void)fn;
+    return false;
+}
 
 #endif

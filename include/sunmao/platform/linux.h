@@ -25,6 +25,7 @@
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
+#include <unwind.h>
 #include <linux/futex.h>
 #if !defined(MREMAP_MAYMOVE) || !defined(MAP_ANONYMOUS)
 #error "platform/linux.h: a system header was included before it without _GNU_SOURCE; define _GNU_SOURCE or include <sunmao/...> first"
@@ -124,6 +125,15 @@ static inline void sm_plat_hint_huge(void *p, size_t size)
 #else
     (void)p, (void)size;
 #endif
+}
+
+/* Make pages [p, p + n) readable and writable, or inaccessible (any access faults); p page-aligned,
+ * n rounded up to pages. 0, or -1 with errno set (ENOMEM: the kernel's limit on mappings, since
+ * each change in the middle of a mapping splits it). n = 0 changes nothing and answers whether the
+ * platform can protect pages at all (the freestanding one cannot). */
+static inline int sm_plat_protect(void *p, size_t n, bool accessible)
+{
+    return mprotect(p, sm_align_up(n, sm_plat_page_size()), accessible ? PROT_READ | PROT_WRITE : PROT_NONE);
 }
 
 /* Milliseconds of CLOCK_MONOTONIC at the kernel's tick resolution (vDSO: no system call). */
@@ -363,6 +373,109 @@ static inline void sm_plat_write_stderr(const char *s, size_t n)
         s += w;
         n -= (size_t)w;
     }
+}
+
+/* The return addresses of the calling thread's stack, innermost first: up to n of them into pcs,
+ * after leaving out the caller's own frame and `skip` more; how many. libgcc's unwinder, from the
+ * tables every object has (.eh_frame), so code built without frame pointers is walked too; the
+ * shared libraries link it statically (-static-libgcc). It may lock and read the loader's list of
+ * objects: for a slow path, never a signal handler. Always inlined, so the first frame the unwinder
+ * sees is the caller's. */
+struct sm_plat_trace { void **pcs; unsigned n, max, skip; };
+static inline _Unwind_Reason_Code sm_plat_trace_step(struct _Unwind_Context *ctx, void *arg)
+{
+    struct sm_plat_trace *t = (struct sm_plat_trace *)arg;
+    uintptr_t pc = (uintptr_t)_Unwind_GetIP(ctx);
+    if (!pc)
+        return _URC_END_OF_STACK;
+    if (t->skip) {
+        t->skip--;
+        return _URC_NO_REASON;
+    }
+    t->pcs[t->n++] = (void *)pc;
+    return t->n < t->max ? _URC_NO_REASON : _URC_END_OF_STACK;
+}
+SM_HOT unsigned sm_plat_backtrace(void **pcs, unsigned n, unsigned skip)
+{
+    struct sm_plat_trace t = { pcs, 0, n, skip + 1 }; /* + 1: the caller's frame */
+    if (n)
+        _Unwind_Backtrace(sm_plat_trace_step, &t);
+    return t.n;
+}
+
+/* Fault hooks: fn(addr) is asked about every SIGSEGV and SIGBUS the kernel raises (addr: the
+ * address the access faulted at), in the signal handler, on whatever stack the thread has for
+ * signals (SA_ONSTACK): it must be async-signal-safe and use little stack. It returns true when
+ * the fault was its own and it reported it: the handlers found at installation are then put back
+ * and the handler returns, so the access faults again and the process dies of it (or the program's
+ * earlier handler sees it) exactly as it would have without us. A fault no hook claims goes to the
+ * earlier handler. The handler is installed on the first call; false when it cannot be (no room
+ * for another hook: SM_PLAT_FAULT_HOOKS per composition, or sigaction failed). */
+#define SM_PLAT_FAULT_HOOKS 8
+typedef bool sm_plat_fault_fn(void *addr);
+static struct {
+    sm_plat_fault_fn *hooks[SM_PLAT_FAULT_HOOKS];
+    unsigned n;
+    bool installed;
+    struct sigaction old_segv, old_bus;
+    pthread_mutex_t lock;
+} sm_plat_faults SM_UNUSED = { .lock = PTHREAD_MUTEX_INITIALIZER };
+
+static inline void sm_plat_fault_restore(void)
+{
+    sigaction(SIGSEGV, &sm_plat_faults.old_segv, NULL);
+    sigaction(SIGBUS, &sm_plat_faults.old_bus, NULL);
+}
+
+static inline void sm_plat_fault_handler(int sig, siginfo_t *si, void *uc)
+{
+    int saved = errno;
+    if (si && si->si_code > 0) { /* raised by the kernel for an access, not sent by kill() */
+        unsigned n = __atomic_load_n(&sm_plat_faults.n, __ATOMIC_ACQUIRE);
+        for (unsigned i = 0; i < n; i++)
+            if (sm_plat_faults.hooks[i](si->si_addr)) {
+                sm_plat_fault_restore();
+                errno = saved;
+                return; /* the access runs again, under the earlier handler */
+            }
+    }
+    const struct sigaction *old = sig == SIGBUS ? &sm_plat_faults.old_bus : &sm_plat_faults.old_segv;
+    if (old->sa_flags & SA_SIGINFO) {
+        old->sa_sigaction(sig, si, uc);
+    } else if (old->sa_handler != SIG_DFL && old->sa_handler != SIG_IGN) {
+        old->sa_handler(sig);
+    } else { /* default action (the kernel does not let a fault be ignored): die of it */
+        sigaction(sig, old, NULL);
+        if (!si || si->si_code <= 0)
+            raise(sig); /* a sent signal does not come back by itself */
+    }
+    errno = saved;
+}
+
+static inline bool sm_plat_fault_hook(sm_plat_fault_fn *fn)
+{
+    bool ok = false;
+    pthread_mutex_lock(&sm_plat_faults.lock);
+    if (!sm_plat_faults.installed) {
+        struct sigaction sa;
+        memset(&sa, 0, sizeof sa);
+        sa.sa_sigaction = sm_plat_fault_handler;
+        sa.sa_flags = SA_SIGINFO | SA_ONSTACK | SA_RESTART;
+        sigemptyset(&sa.sa_mask);
+        if (sigaction(SIGSEGV, &sa, &sm_plat_faults.old_segv) == 0) {
+            if (sigaction(SIGBUS, &sa, &sm_plat_faults.old_bus) == 0)
+                sm_plat_faults.installed = true;
+            else
+                sigaction(SIGSEGV, &sm_plat_faults.old_segv, NULL);
+        }
+    }
+    if (sm_plat_faults.installed && sm_plat_faults.n < SM_PLAT_FAULT_HOOKS) {
+        sm_plat_faults.hooks[sm_plat_faults.n] = fn;
+        __atomic_store_n(&sm_plat_faults.n, sm_plat_faults.n + 1, __ATOMIC_RELEASE);
+        ok = true;
+    }
+    pthread_mutex_unlock(&sm_plat_faults.lock);
+    return ok;
 }
 
 #endif

@@ -10,7 +10,8 @@
  *            sm_plat_map_aligned(size, align); sm_plat_unmap(p, size) 0/-1; sm_plat_purge(p, size,
  *            lazy) drop pages, keep them mapped (not lazy: they read as zero); sm_plat_hint_huge;
  *            sm_plat_remap_inplace(p, old, new) 0/-1 without moving; sm_plat_remap_to(p, old, new,
- *            dest) move onto a range the caller mapped; sm_plat_sbrk(incr) old break or NULL
+ *            dest) move onto a range the caller mapped; sm_plat_sbrk(incr) old break or NULL;
+ *            sm_plat_protect(p, n, accessible) 0/-1 (n = 0: whether pages can be protected here)
  *   time     sm_plat_now_ms() monotonic, ms, coarse (never a system call on Linux); sm_plat_now_ns()
  *            monotonic, precise; sm_plat_cycles() the cycle counter (or ns where none);
  *            sm_plat_sleep_ms(ms); sm_plat_wait_while(word, value, timeout_ms) / sm_plat_wake(word)
@@ -26,6 +27,9 @@
  *   process  sm_plat_entropy(buf, n <= 16) bytes the OS gave at start, false if none;
  *            sm_plat_getenv(name); sm_plat_write_stderr(s, n); sm_plat_abort();
  *            sm_plat_at_exit(fn) at normal exit, false if it cannot
+ *   faults   sm_plat_backtrace(pcs, n, skip) the caller's return addresses, how many (0: none
+ *            known); sm_plat_fault_hook(fn) fn(addr) asked about each SIGSEGV/SIGBUS in the
+ *            handler (true: reported, the fault then kills as it would have), false if none
  *   lifecycle  sm_thread_attach(layer_exit): the composition's one thread-exit hook (lifecycle.h)
  * A call that cannot be served has a defined failure (NULL, -1, false, 0) that its callers handle:
  * the freestanding platform builds every layer, and those that need an OS answer "no memory". */

@@ -26,7 +26,9 @@ CFLAGS   += -std=c11 $(OPT) -g $(WARN) -fPIC -fvisibility=hidden $(BRANCH_ALIGN)
 CXXFLAGS += -std=c++17 $(OPT) -g $(WARN) -fPIC -fvisibility=hidden $(SAN)
 LDLIBS   += -lpthread
 
-INSTANCES  := $(sort $(basename $(notdir $(wildcard instances/*.c))))
+INSTANCE_SRCS := $(wildcard instances/*.c)
+# An instance may include another as its base (instances/wfslabs.c: wfslab + tail_chksum).
+INSTANCES  := $(sort $(basename $(notdir $(INSTANCE_SRCS))))
 HEADERS    := $(shell find include -name '*.h')
 SHARED_LIBS:= $(INSTANCES:%=$(BUILD)/lib%.so)
 STATIC_LIBS:= $(INSTANCES:%=$(BUILD)/libsm_%.a)
@@ -48,7 +50,7 @@ static-libs: $(STATIC_LIBS)
 tests: $(UNIT_BINS) $(API_BINS)
 
 # The drop-in library: the instance composed over malloc_socket, plus the C++ operator shim.
-$(BUILD)/obj/%.o: instances/%.c $(HEADERS) | $(BUILD)/obj
+$(BUILD)/obj/%.o: instances/%.c $(HEADERS) $(INSTANCE_SRCS) | $(BUILD)/obj
 	$(CC) $(CPPFLAGS) $(CFLAGS) -c $< -o $@
 # The C++ runtime's exception personality is referenced weakly (see the comment in the source):
 # the drop-in library must load into C programs without libstdc++.
@@ -59,8 +61,8 @@ $(BUILD)/lib%.so: $(BUILD)/obj/%.o $(BUILD)/obj/new_delete.o
 	$(CC) -shared $(SAN) -static-libgcc -o $@ $^ $(LDLIBS) -ldl
 
 # The prefixed library: the same composition over custom_socket (sm_<name>_malloc, ...).
-$(BUILD)/obj/sm_%.o: instances/%.c $(HEADERS) | $(BUILD)/obj
-	$(CC) $(CPPFLAGS) -DSM_PREFIX=sm_$*_ $(CFLAGS) -c $< -o $@
+$(BUILD)/obj/sm_%.o: instances/%.c $(HEADERS) $(INSTANCE_SRCS) | $(BUILD)/obj
+	$(CC) $(CPPFLAGS) -DSM_PREFIX=sm_$(subst -,_,$*)_ $(CFLAGS) -c $< -o $@
 $(BUILD)/libsm_%.a: $(BUILD)/obj/sm_%.o
 	rm -f $@ && ar rcs $@ $^
 

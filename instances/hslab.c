@@ -68,6 +68,10 @@
 #define SM_OPT_CORE_AWARE 1
 #include <sunmao/layers/addon/thread_cache.h>
 
+/* Included by another instance as its base (SM_INSTANCE_BASE): that instance composes the
+ * layers it adds and the socket on top of hslab_cache. */
+#ifndef SM_INSTANCE_BASE
 #define SM_NEXT hslab_cache
 #define SM_ERR  warn
 #include <sunmao/sockets/select.h>
+#endif

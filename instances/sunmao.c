@@ -107,8 +107,16 @@
  * 4.8 -> 4.5 MiB; alloc-test 0.29 -> 0.31 s (more refills of its large classes), the rest unchanged
  * (32 KiB: glibc-thread 4.3 MiB, alloc-test unchanged). Only classes above 512 B are affected. */
 #define SM_OPT_BATCH_BYTES (16u << 10)
+/* A base's variant may check the lists harder (sunmao-secure: 2, docs/security.md). */
+#ifdef SM_INSTANCE_HARDEN
+#define SM_OPT_HARDEN SM_INSTANCE_HARDEN
+#endif
 #include <sunmao/layers/addon/thread_cache.h>
 
+/* Included by another instance as its base (SM_INSTANCE_BASE): that instance composes the
+ * layers it adds and the socket on top of sunmao_cache. */
+#ifndef SM_INSTANCE_BASE
 #define SM_NEXT sunmao_cache
 #define SM_ERR  warn
 #include <sunmao/sockets/select.h>
+#endif

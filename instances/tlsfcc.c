@@ -20,6 +20,10 @@
 #define SM_ERR   warn
 #include <sunmao/layers/core/tlsf_glk.h>
 
+/* Included by another instance as its base (SM_INSTANCE_BASE): that instance composes the
+ * layers it adds and the socket on top of tlsfcc_heap. */
+#ifndef SM_INSTANCE_BASE
 #define SM_NEXT tlsfcc_heap
 #define SM_ERR  warn
 #include <sunmao/sockets/select.h>
+#endif

@@ -40,6 +40,10 @@
 #define SM_OPT_TLLABS 40
 #include <sunmao/layers/core/slab_wf.h>
 
+/* Included by another instance as its base (SM_INSTANCE_BASE): that instance composes the
+ * layers it adds and the socket on top of wfslab_small. */
+#ifndef SM_INSTANCE_BASE
 #define SM_NEXT wfslab_small
 #define SM_ERR  warn
 #include <sunmao/sockets/select.h>
+#endif

@@ -84,7 +84,7 @@ sm_build_linked() {
     mkdir -p "$(dirname "$out")"
     local log
     log="$(mktemp)"
-    if ! ${CC:-cc} -std=c11 -O2 -g -Wall -Wextra -Iinclude -I. -D_GNU_SOURCE -DSM_TEST_PREFIX="sm_${inst}_" \
+    if ! ${CC:-cc} -std=c11 -O2 -g -Wall -Wextra -Iinclude -I. -D_GNU_SOURCE -DSM_TEST_PREFIX="sm_${inst//-/_}_" \
         "$src" "$lib" -o "$out" -lpthread -ldl >"$log" 2>&1; then
         sm_fail "$inst/linked/build_$(basename "$src" .c)" "cannot build against $lib: $(grep -m1 -i error "$log")"
         sed 's/^/# /' "$log"

@@ -90,7 +90,7 @@ for inst in $INSTANCES; do
     fi
     mkdir -p "$out/tests"
     if ! $CC -std=c11 -O1 -g -D_GNU_SOURCE -Iinclude -I. -Wall -Wextra $SAN \
-        -DSM_TEST_PREFIX="sm_${inst}_" -DSM_TEST_NAME="\"$inst\"" \
+        -DSM_TEST_PREFIX="sm_${inst//-/_}_" -DSM_TEST_NAME="\"$inst\"" \
         tests/build/asan_prefixed.c "$lib" -lpthread -o "$bin" >"$logs/libsm_$inst.build.log" 2>&1; then
         echo "not ok asan/libsm_$inst: build: $(first_error "$logs/libsm_$inst.build.log")"
         continue

@@ -58,7 +58,7 @@ for inst in $INSTANCES; do
         echo "not ok tsan/$inst/build: $lib was not built (log: $blog)"
         continue
     fi
-    if ! $CC -std=c11 -O1 -g -D_GNU_SOURCE -Iinclude -I. -Wall -Wextra $SAN -DSM_TEST_PREFIX="sm_${inst}_" \
+    if ! $CC -std=c11 -O1 -g -D_GNU_SOURCE -Iinclude -I. -Wall -Wextra $SAN -DSM_TEST_PREFIX="sm_${inst//-/_}_" \
         tests/stress/large_race.c "$lib" -lpthread -latomic -o "$bin" >"$logs/$inst.build.log" 2>&1; then
         echo "not ok tsan/$inst/build: $(grep -m1 -E 'error' "$logs/$inst.build.log")"
         continue

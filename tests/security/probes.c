@@ -3,10 +3,13 @@
  * way an exploit would, then asks for blocks of the damaged block's size and checks what comes back:
  *   uaf_link       a write after free of a freed block's first 8 bytes (a free-list link) with the
  *                  address of a static buffer: is that address ever handed out?
- *   overflow_1     a 1-byte overflow from a live block into its freed neighbour's first byte: is a
- *                  misaligned pointer, or one inside a live block, ever handed out?
+ *   overflow_1     a 1-byte overflow from a live block toward its freed neighbour (into its first
+ *                  byte where blocks touch): is a misaligned pointer, or one inside a live block, ever
+ *                  handed out?
  *   tag_then_dup   a write after free over the freed block's second word (where a double-free tag
  *                  lives), then a second free of it: is any block handed out twice?
+ * After the probe the program frees what it holds and goes on allocating (a quarantine reports what
+ * it finds when the damaged block leaves it), then takes blocks again, checked the same way.
  * Each probe runs in a forked child (a crash is a result, not the end of the run) with its stderr on
  * a pipe; the parent prints one line per probe:
  *   probe <name>: reports=<lines naming the damage on stderr> bad=<bad pointers> dup=<blocks handed
@@ -53,6 +56,24 @@ static void take_and_check(unsigned *bad, unsigned *dup)
         memset(live[j], 0x5a, SIZE);
 }
 
+/* The program goes on: it frees what it holds and keeps allocating and freeing, so damage that a
+ * quarantine or a check at free finds late is found now. */
+static void go_on(unsigned *bad, unsigned *dup)
+{
+    for (unsigned j = 0; j < nlive; j++)
+        free(live[j]);
+    nlive = 0;
+    void *ring[64] = { 0 };
+    for (unsigned i = 0; i < 20000; i++) {
+        unsigned k = (i * 2654435761u) >> 26;
+        free(ring[k]);
+        ring[k] = malloc(16 + (i * 40503u) % 240);
+    }
+    for (unsigned k = 0; k < 64; k++)
+        free(ring[k]);
+    take_and_check(bad, dup);
+}
+
 static void probe_uaf_link(unsigned *bad, unsigned *dup)
 {
     void *a = malloc(SIZE), *b = malloc(SIZE);
@@ -67,20 +88,23 @@ static void probe_overflow_1(unsigned *bad, unsigned *dup)
     char *blk[64];
     for (int i = 0; i < 64; i++)
         blk[i] = malloc(SIZE);
-    int v = -1; /* a block whose right neighbour starts right after its end */
-    for (int i = 0; i < 64 && v < 0; i++)
+    /* The block whose right neighbour starts nearest after its end (right after it in a plain slab;
+     * a few bytes on where a layer adds a header or a check value): the neighbour is freed, then one
+     * byte is written past the block's end. */
+    int v = 0, nb = -1;
+    size_t gap = SIZE_MAX;
+    for (int i = 0; i < 64; i++)
         for (int j = 0; j < 64; j++)
-            if (blk[j] == blk[i] + SIZE) {
+            if (blk[j] >= blk[i] + SIZE && (size_t)(blk[j] - blk[i]) - SIZE < gap) {
+                gap = (size_t)(blk[j] - blk[i]) - SIZE;
                 v = i;
-                free(blk[j]);
-                blk[j] = NULL;
-                break;
+                nb = j;
             }
-    if (v < 0) { /* no adjacent pair: nothing to overflow into; the probe says so with bad = 0 */
-        take_and_check(bad, dup);
-        return;
+    if (nb >= 0) {
+        free(blk[nb]);
+        blk[nb] = NULL;
     }
-    ((volatile char *)blk[v])[SIZE] = 0x41; /* one byte past the end of blk[v]: the freed neighbour's first byte */
+    ((volatile char *)blk[v])[SIZE] = 0x41; /* one byte past the end of blk[v] */
     for (int i = 0; i < 64; i++)
         if (blk[i])
             live[nlive++] = blk[i];
@@ -151,7 +175,11 @@ int main(int argc, char **argv)
             unsigned bad = 0, dup = 0;
             warm_up();
             probes[i].run(&bad, &dup);
-            unsigned out[2] = { bad, dup };
+            unsigned out[2] = { bad, dup }; /* sent after each phase: a crash in the next keeps these */
+            if (write(res[1], out, sizeof out) != sizeof out)
+                _exit(3);
+            go_on(&bad, &dup);
+            out[0] = bad, out[1] = dup;
             if (write(res[1], out, sizeof out) != sizeof out)
                 _exit(3);
             _exit(0);
@@ -164,11 +192,15 @@ int main(int argc, char **argv)
         while ((r = read(err[0], text + n, sizeof text - 1 - n)) > 0)
             n += (size_t)r;
         text[n] = 0;
-        unsigned out[2] = { 0, 0 };
-        ssize_t got = read(res[0], out, sizeof out);
+        unsigned out[2] = { 0, 0 }, last[2];
+        ssize_t got = 0;
+        while (read(res[0], last, sizeof last) == (ssize_t)sizeof last) {
+            memcpy(out, last, sizeof out);
+            got++;
+        }
         int status = 0;
         waitpid(pid, &status, 0);
-        int crashed = WIFSIGNALED(status) ? WTERMSIG(status) : got != (ssize_t)sizeof out ? -1 : 0;
+        int crashed = WIFSIGNALED(status) ? WTERMSIG(status) : got != 2 ? -1 : 0;
         printf("probe %s: reports=%u bad=%u dup=%u crashed=%d\n", probes[i].name, count_reports(text), out[0],
                out[1], crashed);
         if (getenv("PROBES_VERBOSE") && n)

@@ -11,13 +11,17 @@ sm_require_instances
 P="$SM_BUILD/tests/security/probes"
 sm_need_bin "$P" || exit 1
 
-# <instance> <uaf_link> <overflow_1> <tag_then_dup>: reports expected. 1 1 1: a hardened thread
-# cache (thread_cache's SM_OPT_HARDEN) or a quarantine/tail check notices each damage once. 0 0 1:
-# no free list in the objects (bitmaps, headers): the writes damage nothing the allocator follows,
-# and the second free is a double free of the layer below.
+# <instance> <uaf_link> <overflow_1> <tag_then_dup>: reports expected; a trailing ! means the
+# instance's err policy is fatal there: the report, then abort (SIGABRT), still with no bad pointer.
+# 1 1 1: a hardened thread cache (thread_cache's SM_OPT_HARDEN) notices each damage when it pops the
+# object. 0 0 1: no free list in the objects (bitmaps, headers): the writes damage nothing the
+# allocator follows, and the second free is a double free of the layer below. tail_chksum reports
+# the overflow when the block is freed; delayed reports a write after free into a held block when it
+# leaves the quarantine, a double free at once (sunmao-secure's tag_then_dup is both: 2).
 declare -A expect=(
     [sunmao]="1 1 1" [hslab]="1 1 1" [slabbuddy]="0 0 1" [tlsf]="0 0 1" [tlsfcc]="0 0 1"
-    [wfslab]="0 0 1" [wfslabfl]="0 0 1" [wfslabm]="0 0 1"
+    [wfslab]="0 0 1" [wfslabfl]="0 0 1" [wfslabm]="0 0 1" [wfslabs]="0 1 1"
+    [hslabd]="1! 1! 1!" [tlsfccsd]="1! 1 1!" [sunmao-secure]="1 1 2"
 )
 names=(uaf_link overflow_1 tag_then_dup)
 
@@ -33,12 +37,15 @@ for inst in $INSTANCES; do
             continue
         fi
         read -r reports bad dup crashed < <(sed -E 's/.*reports=([0-9]+) bad=([0-9]+) dup=([0-9]+) crashed=(-?[0-9]+).*/\1 \2 \3 \4/' <<<"$line")
-        if [ "$bad" != 0 ] || [ "$dup" != 0 ] || [ "$crashed" != 0 ]; then
-            sm_fail "$inst/$probe" "$line"
-        elif [ -z "${want[$i]:-}" ]; then
+        w=${want[$i]:-}
+        want_crash=0
+        [ "${w%!}" != "$w" ] && want_crash=6 # SIGABRT
+        if [ "$bad" != 0 ] || [ "$dup" != 0 ] || [ "$crashed" != "$want_crash" ]; then
+            sm_fail "$inst/$probe" "$line (expected bad=0 dup=0 crashed=$want_crash)"
+        elif [ -z "$w" ]; then
             sm_fail "$inst/$probe" "no expected report count for $inst (add its row here and in docs/security.md): $line"
-        elif [ "$reports" != "${want[$i]}" ]; then
-            sm_fail "$inst/$probe" "$reports reports, docs/security.md says $inst makes ${want[$i]}: $line"
+        elif [ "$reports" != "${w%!}" ]; then
+            sm_fail "$inst/$probe" "$reports reports, docs/security.md says $inst makes ${w%!}: $line"
         else
             sm_ok "$inst/$probe"
         fi

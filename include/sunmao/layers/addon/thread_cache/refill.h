@@ -42,6 +42,17 @@ SM_INLINE void SM_FN(grow)(struct SM_FN(cache) *cache, unsigned cls, unsigned wa
     l->limit = (uint16_t)want;
 }
 
+/* May the head of list l (class cls), which the hit path did not take, be handed out? If not (a
+ * broken pair, or with harden=2 not an object of the class), the damage is reported here, once,
+ * and the list dropped: false. */
+SM_SLOWPATH bool SM_FN(head_poppable)(const struct SM_FN(cache) *cache, struct SM_FN(list) *l, unsigned cls)
+{
+    if (SM_FN(may_pop)(cache, l->head, cls << 4))
+        return true;
+    SM_FN(list_corrupt)(cache, l, l->head);
+    return false;
+}
+
 /* malloc missed the list of `size`: refill it with one batch from the next layer and return the
  * first object, or NULL to send the request to the next layer. c: the request (its CPU). */
 SM_SLOWPATH void *SM_FN(refill)(size_t size, sm_mctx_t *c)
@@ -51,14 +62,9 @@ SM_SLOWPATH void *SM_FN(refill)(size_t size, sm_mctx_t *c)
         return NULL;
     unsigned cls = SM_FN(class_of)(size); /* again: the fast path may have read an unbuilt table */
     struct SM_FN(list) *l = &cache->list[cls];
-    if (sm_unlikely(l->head != NULL)) {
-        /* The hit path found a head it may not hand out (a broken pair: reported here, once, and
-         * the list dropped), or ran before the tables existed. */
-        if (!SM_FN(may_pop)(cache, l->head, cls << 4))
-            SM_FN(list_corrupt)(cache, l, l->head);
-        else
-            return SM_FN(pop)(cache, l, l->head);
-    }
+    /* The hit path ran before the tables existed, or found a head it may not hand out. */
+    if (sm_unlikely(l->head != NULL) && SM_FN(head_poppable)(cache, l, cls))
+        return SM_FN(pop)(cache, l, l->head);
     unsigned batch = SM_FN(batch_of)(cls);
     /* Slow start, but the first objects fill four cache lines: with two, the hot object (the run's
      * first) could share a 128-byte pair, which the adjacent-line prefetcher moves as one, with
@@ -102,12 +108,9 @@ SM_SLOWPATH void *SM_FN(refill_aligned)(size_t size, size_t align, sm_mctx_t *c)
     if (!cls)
         return NULL;
     struct SM_FN(list) *l = &cache->list[cls];
-    if (l->head) { /* the hit path ran before the tables existed, or found the head misaligned or broken */
-        if (!SM_FN(may_pop)(cache, l->head, cls << 4))
-            SM_FN(list_corrupt)(cache, l, l->head);
-        else
-            return SM_FN(aligned_hit)(size, align);
-    }
+    /* The hit path ran before the tables existed, or found the head misaligned or broken. */
+    if (l->head && SM_FN(head_poppable)(cache, l, cls))
+        return SM_FN(aligned_hit)(size, align);
     void *p = SM_FN(refill)(SM_FN(obj).class_bytes[cls], c);
     if (p && ((uintptr_t)p & (align - 1))) {
         /* The next layer does not align this class's objects naturally: keep the object for

@@ -548,6 +548,9 @@ static void memalign_ok(void)
     errno = 0;
     void *p = f_memalign(64, SIZE_MAX / 2);
     CHECKF(p == NULL && errno == ENOMEM, "memalign(64, SIZE_MAX/2) = %p errno %d", p, errno);
+    errno = 0; /* an alignment no block can have: too large a request, as glibc answers */
+    p = f_memalign((size_t)1 << 63, 16);
+    CHECKF(p == NULL && errno == ENOMEM, "memalign(2^63, 16) = %p errno %d (ENOMEM expected)", p, errno);
 }
 
 static void valloc_page_aligned(void)

@@ -3,9 +3,9 @@
 # builds libsm_<inst>.a with -fsanitize=thread into
 # $BUILD/tsan, links tests/stress/large_race.c against each and runs it (large blocks from many
 # threads through the decay cache, mremap and the OS layer's registry: the paths of the remap race,
-# docs/reliability.md). Any ThreadSanitizer report fails the run (<inst>/large/tsan_reports).
-# Mode "large" only: the medium path still has the known benign races that issue 18's suite makes
-# race-free (tlsf_glk's lock-free getmeta; the thread cache's tables built under pthread_once).
+# docs/reliability.md) and, in the other half of the threads, every size near the layers'
+# boundaries with realloc across them (mode "both"). Any ThreadSanitizer report fails the run
+# (<inst>/<mode>/tsan_reports).
 # Logs: $BUILD/tsan.log (build) and $BUILD/tsan/logs/ (runs and reports).
 set -u
 cd "${SM_ROOT:-$(dirname "$0")/../..}" || { echo "not ok tsan/build: setup: cannot cd to the repository root"; exit 1; }
@@ -13,7 +13,8 @@ BUILD="${BUILD:-build}" INSTANCES="${INSTANCES:-}"
 CC="${TSAN_CC:-gcc}"
 SAN="-fsanitize=thread"
 out="$BUILD/tsan" logs="$BUILD/tsan/logs" blog="$BUILD/tsan.log"
-args=(${SM_TSAN_ARGS:-16 1500 1 large})
+args=(${SM_TSAN_ARGS:-16 1500 1 both})
+mode="${args[3]:-both}"
 unset MAKEFLAGS MFLAGS MAKELEVEL LD_PRELOAD
 mkdir -p "$logs" || { echo "not ok tsan/build: setup: cannot create $logs"; exit 1; }
 [ -n "${INSTANCES// /}" ] || { echo "skip tsan/all: none: INSTANCES is empty"; exit 0; }
@@ -28,10 +29,9 @@ fi
 # Unit tests whose layers and policies must be race-free: the sync policies' lock-free parts (queue
 # and combining policies included), segfit_lk's lists, page map and chunk growth, and the lock-free
 # and wait-free layers (segfit_lf, slab_wf; their 16-byte CAS is the compiler's builtin under
-# ThreadSanitizer, which needs libatomic). (The thread
-# cache's tests are not here: its tables are read by hit paths while the first slow path builds
-# them, a known benign race, above.)
-for unit in sync_policies segfit_lk segfit_lf slab_wf; do
+# ThreadSanitizer, which needs libatomic), and the thread cache (its tables, read by hit paths
+# while the first slow path builds them; its shared budget pool).
+for unit in sync_policies segfit_lk segfit_lf slab_wf thread_cache thread_cache_pool; do
     ub="$out/$unit"
     if ! $CC -std=c11 -O1 -g -D_GNU_SOURCE -Iinclude -I. -Wall -Wextra $SAN "tests/unit/$unit.c" -lpthread -latomic \
         -o "$ub" >"$logs/$unit.build.log" 2>&1; then
@@ -66,15 +66,15 @@ for inst in $INSTANCES; do
     rm -f "$logs/$inst.report".*
     TSAN_OPTIONS="log_path=$logs/$inst.report halt_on_error=0" timeout -k 5 300 "$bin" "${args[@]}" >"$logs/$inst.log" 2>&1
     rc=$?
-    sed -nE "s#^(ok|not ok|skip) [^:]+: #\\1 tsan/$inst/large/#p" "$logs/$inst.log"
+    sed -nE "s#^(ok|not ok|skip) [^:]+: #\\1 tsan/$inst/$mode/#p" "$logs/$inst.log"
     reports=$(cat "$logs/$inst.report".* 2>/dev/null | grep -c 'WARNING: ThreadSanitizer')
     if [ "$reports" -gt 0 ]; then
         first=$(cat "$logs/$inst.report".* | grep -m1 'SUMMARY')
-        echo "not ok tsan/$inst/large/tsan_reports: $reports reports, the first: $first (logs: $logs/$inst.report.*)"
+        echo "not ok tsan/$inst/$mode/tsan_reports: $reports reports, the first: $first (logs: $logs/$inst.report.*)"
     elif [ "$rc" -ne 0 ] && ! grep -q '^not ok ' "$logs/$inst.log"; then
-        echo "not ok tsan/$inst/large/run: exited with status $rc (log: $logs/$inst.log)"
+        echo "not ok tsan/$inst/$mode/run: exited with status $rc (log: $logs/$inst.log)"
     else
-        echo "ok tsan/$inst/large/tsan_reports"
+        echo "ok tsan/$inst/$mode/tsan_reports"
     fi
 done
 exit 0

@@ -8,6 +8,8 @@
  *                  handed out?
  *   tag_then_dup   a write after free over the freed block's second word (where a double-free tag
  *                  lives), then a second free of it: is any block handed out twice?
+ *   xthread_dup    a block freed by this thread, then again by another thread
+ *   xthread_exited a block freed by another thread, which exits, then again by this one
  * After the probe the program frees what it holds and goes on allocating (a quarantine reports what
  * it finds when the damaged block leaves it), then takes blocks again, checked the same way.
  * Each probe runs in a forked child (a crash is a result, not the end of the run) with its stderr on
@@ -15,6 +17,7 @@
  *   probe <name>: reports=<lines naming the damage on stderr> bad=<bad pointers> dup=<blocks handed
  *   out twice> crashed=<signal or 0>
  * tests/security/probes.sh compares the lines with what each allocator must do. */
+#include <pthread.h>
 #include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -121,6 +124,39 @@ static void probe_tag_then_dup(unsigned *bad, unsigned *dup)
     take_and_check(bad, dup);
 }
 
+/* Cross-thread double frees: one thread frees a block, another frees it again. */
+static void *xt_block;
+static void *xt_free(void *arg)
+{
+    (void)arg;
+    free(xt_block);
+    return NULL;
+}
+static void xt_free_in_thread(void)
+{
+    pthread_t t;
+    if (pthread_create(&t, NULL, xt_free, NULL) == 0)
+        pthread_join(t, NULL);
+}
+
+/* This thread frees it first (its cache keeps it), then a new thread frees it again. */
+static void probe_xthread_dup(unsigned *bad, unsigned *dup)
+{
+    xt_block = malloc(SIZE);
+    free(xt_block);
+    xt_free_in_thread();
+    take_and_check(bad, dup);
+}
+
+/* Another thread frees it first and exits (its cache goes back below), then this thread frees it. */
+static void probe_xthread_exited(unsigned *bad, unsigned *dup)
+{
+    xt_block = malloc(SIZE);
+    xt_free_in_thread();
+    free(xt_block);
+    take_and_check(bad, dup);
+}
+
 /* A program's history before the damage: a cache's lists grow with use (slow start), so the probes
  * meet them as a busy program's are, not as a fresh thread's. */
 static void warm_up(void)
@@ -138,6 +174,8 @@ static const struct { const char *name; void (*run)(unsigned *, unsigned *); } p
     { "uaf_link", probe_uaf_link },
     { "overflow_1", probe_overflow_1 },
     { "tag_then_dup", probe_tag_then_dup },
+    { "xthread_dup", probe_xthread_dup },
+    { "xthread_exited", probe_xthread_exited },
 };
 
 /* Lines of the child's stderr that report damage (any allocator's words for it). */

@@ -357,7 +357,7 @@ static void invalid_frees(void)
     memset(stack, 0xAB, sizeof stack);
     dq_put(stack + 64);
     CHECK(err_counts[SM_ERR_INVALID_FREE] == 1 && err_total() == 1 && last_ptr == stack + 64);
-    CHECKF(strstr(last_detail, "no block of this layer starts here"), "detail: %s", last_detail);
+    CHECKF(strstr(last_detail, "no live block of this layer starts here"), "detail: %s", last_detail);
     unsigned char *a = dq_get(200, 16), *b = dq_get(300, 4096);
     check_fill(a, 200, 2);
     check_fill(b, 300, 3);
@@ -599,15 +599,16 @@ static void loose_next_layer(void)
             CHECK(check_verify(p, n, 5));
             dx_put(p);
             /* Held: a double free. Larger than the quarantine, it went down at once: the fake no
-             * longer has it, an invalid free. */
+             * longer has it; a double free where its gone header is still readable in its page,
+             * else an invalid free. Either way reported once. */
             dx_put(p);
             foot(n, aligns[i]) <= 1024 ? held++ : bypassed++;
         }
     }
     dx_flush();
     CHECK(held + bypassed == 8 * 9 && bypassed == 3 * 9); /* aligned to 1024 and more */
-    CHECKF(err_counts[SM_ERR_INVALID_FREE] == 2 * 8 * 9 + bypassed && err_counts[SM_ERR_DOUBLE_FREE] == held &&
-               err_total() == 3 * 8 * 9,
+    CHECKF(err_counts[SM_ERR_INVALID_FREE] >= 2 * 8 * 9 && err_counts[SM_ERR_DOUBLE_FREE] >= held &&
+               err_counts[SM_ERR_INVALID_FREE] + err_counts[SM_ERR_DOUBLE_FREE] == 3 * 8 * 9 && err_total() == 3 * 8 * 9,
            "%lu invalid, %lu double frees", err_counts[SM_ERR_INVALID_FREE], err_counts[SM_ERR_DOUBLE_FREE]);
     CHECK(fk5_obj.frees - frees0 == 8 * 9 && fk5_obj.bad_frees == 0 && loose_interior_yes > 0);
 }
@@ -699,8 +700,8 @@ static void copied_header(void)
 /* The header is read directly where it lies in its pointer's page: a free, getmeta and resize of a
  * block at offset 16 or of an aligned request up to 2 KiB ask nothing of the next layer; at a page
  * start the next layer's getmeta is asked first. A second free still asks (the careful look), and
- * is reported once: a double free if the block is held, an invalid free if it was larger than the
- * quarantine and went down at once (the fake no longer has it). */
+ * is reported once: a double free if the block is held, or if it was larger than the quarantine
+ * and went down at once but its gone header is still readable; else an invalid free. */
 static void direct_look(void)
 {
     static const size_t aligns[] = { 16, 32, 64, 256, 2048, 4096, 8192 };
@@ -718,7 +719,7 @@ static void direct_look(void)
         asked0 = loose_getmetas;
         dx_put(p);
         held += foot(100, aligns[i]) <= 1024;
-        CHECK(loose_getmetas > asked0 && err_counts[SM_ERR_DOUBLE_FREE] == held && err_total() == i + 1);
+        CHECK(loose_getmetas > asked0 && err_counts[SM_ERR_DOUBLE_FREE] >= held && err_total() == i + 1);
     }
     dx_flush();
     CHECK(held == 4 && fk5_obj.bad_frees == 0);
@@ -800,7 +801,7 @@ static void fatal_child(int what, const char *want1, const char *want2)
 static void fatal_aborts(void)
 {
     fatal_child(0, "sunmao: df: double free (0x", "): block of 48 bytes is already in the quarantine; ignored\n");
-    fatal_child(1, "sunmao: df: invalid free (0x", "): no block of this layer starts here");
+    fatal_child(1, "sunmao: df: invalid free (0x", "): no live block of this layer starts here");
 }
 
 #define CASE(fn)                                                                                                       \

@@ -48,6 +48,8 @@ SM_UNUSED static inline void sm_sync_spy_lock(sm_sync_spy_t *l) { pthread_mutex_
 SM_UNUSED static inline void sm_sync_spy_unlock(sm_sync_spy_t *l) { pthread_mutex_unlock(&l->m); }
 SM_UNUSED static inline bool sm_sync_spy_trylock(sm_sync_spy_t *l) { return pthread_mutex_trylock(&l->m) == 0; }
 SM_UNUSED static inline void sm_sync_spy_reinit(sm_sync_spy_t *l) { pthread_mutex_init(&l->m, NULL); }
+#include <sunmao/policies/sync/owner.h>
+SM_SYNC_FORK_PLAIN(spy) /* a test policy: no fork from a signal handler here */
 SM_UNUSED static inline void sm_sync_spy_atomic_exec(sm_sync_spy_t *l, void (*fn)(void *), void *arg)
 {
     pthread_mutex_lock(&l->m);

@@ -51,6 +51,8 @@ SM_UNUSED static inline void sm_sync_remote_lock(sm_sync_remote_t *l) { pthread_
 SM_UNUSED static inline void sm_sync_remote_unlock(sm_sync_remote_t *l) { pthread_mutex_unlock(&l->m); }
 SM_UNUSED static inline bool sm_sync_remote_trylock(sm_sync_remote_t *l) { return pthread_mutex_trylock(&l->m) == 0; }
 SM_UNUSED static inline void sm_sync_remote_reinit(sm_sync_remote_t *l) { pthread_mutex_init(&l->m, NULL); }
+#include <sunmao/policies/sync/owner.h>
+SM_SYNC_FORK_PLAIN(remote) /* a test policy: no fork from a signal handler here */
 SM_UNUSED static inline void sm_sync_remote_atomic_exec(sm_sync_remote_t *l, void (*fn)(void *), void *arg)
 {
     pthread_mutex_lock(&l->m); /* exclusive with lock(): the release passes still take it */

@@ -10,6 +10,7 @@ typedef enum sm_err_kind {
     SM_ERR_CORRUPTION,     /* a checksum or header no longer matches: overflow or use after free */
     SM_ERR_OUT_OF_MEMORY,  /* the OS or the static pool refused memory */
     SM_ERR_BAD_REQUEST,    /* absurd size or alignment */
+    SM_ERR_INVALID_POINTER, /* a pointer no layer owns, handed to realloc or malloc_usable_size */
     SM_ERR_KIND_COUNT
 } sm_err_kind_t;
 
@@ -17,6 +18,7 @@ static inline const char *sm_err_kind_name(sm_err_kind_t k)
 {
     static const char *const names[SM_ERR_KIND_COUNT] = {
         "invalid free", "double free", "heap corruption", "out of memory", "bad request",
+        "invalid pointer",
     };
     return (unsigned)k < SM_ERR_KIND_COUNT ? names[k] : "unknown error";
 }

@@ -83,21 +83,23 @@
 
 /* The fork hooks of a layer guarded by one lock of its sync policy: take it before the next
  * layer's locks (the order in which requests take them), release it (parent) or re-create it
- * (child) after. Expands to the three hook functions. */
+ * (child) after, through the policy's fork_lock / fork_unlock / fork_reinit, which keep a lock the
+ * forking thread itself holds (a fork from a signal handler: policies/sync/owner.h). Expands to
+ * the three hook functions. */
 #define SM_FORK_HOOKS_ONE_LOCK(lockp)                                                  \
     SM_INLINE void SM_FN(fork_prepare)(void)                                           \
     {                                                                                  \
-        SM_SYNC_FN(lock)(lockp);                                                       \
+        SM_SYNC_FN(fork_lock)(lockp);                                                  \
         SM_NEXT_FN(fork_prepare)();                                                    \
     }                                                                                  \
     SM_INLINE void SM_FN(fork_parent)(void)                                            \
     {                                                                                  \
-        SM_SYNC_FN(unlock)(lockp);                                                     \
+        SM_SYNC_FN(fork_unlock)(lockp);                                                \
         SM_NEXT_FN(fork_parent)();                                                     \
     }                                                                                  \
     SM_INLINE void SM_FN(fork_child)(void)                                             \
     {                                                                                  \
-        SM_SYNC_FN(reinit)(lockp);                                                     \
+        SM_SYNC_FN(fork_reinit)(lockp);                                                \
         SM_NEXT_FN(fork_child)();                                                      \
     }
 

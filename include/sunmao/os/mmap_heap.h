@@ -421,9 +421,9 @@ SM_INLINE void SM_FN(thread_exit)(void)
     SM_SYNC_FN(atomic_exec)(&SM_FN(obj).lock, SM_FN(cs_push), &push);
 }
 
-SM_INLINE void SM_FN(fork_prepare)(void) { SM_SYNC_FN(lock)(&SM_FN(obj).lock); }
-SM_INLINE void SM_FN(fork_parent)(void) { SM_SYNC_FN(unlock)(&SM_FN(obj).lock); }
-SM_INLINE void SM_FN(fork_child)(void) { SM_SYNC_FN(reinit)(&SM_FN(obj).lock); }
+SM_INLINE void SM_FN(fork_prepare)(void) { SM_SYNC_FN(fork_lock)(&SM_FN(obj).lock); }
+SM_INLINE void SM_FN(fork_parent)(void) { SM_SYNC_FN(fork_unlock)(&SM_FN(obj).lock); }
+SM_INLINE void SM_FN(fork_child)(void) { SM_SYNC_FN(fork_reinit)(&SM_FN(obj).lock); }
 
 #undef SM_MMAP_THREAD_MAX
 #undef SM_OPT_GROWTH

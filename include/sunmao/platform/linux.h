@@ -206,6 +206,22 @@ static inline void *sm_plat_sbrk(intptr_t incr)
     return p;
 }
 
+/* The calling thread, as a lock's owner (policies/sync/owner.h): its thread pointer, never 0, and
+ * the same in a fork child, which is a copy of the forking thread. One register read where the
+ * architecture has one (glibc keeps the thread's own address at %fs:0 on x86-64), else a call. */
+static inline uintptr_t sm_plat_self(void)
+{
+    uintptr_t tp;
+#if defined(__x86_64__)
+    __asm__("mov %%fs:0, %0" : "=r"(tp));
+#elif defined(__aarch64__)
+    __asm__("mrs %0, tpidr_el0" : "=r"(tp));
+#else
+    tp = (uintptr_t)pthread_self();
+#endif
+    return tp;
+}
+
 /* The CPU the calling thread runs on (glibc reads it from the thread's rseq area, or the vDSO: no
  * system call); 0 when the kernel cannot say. A hint: the thread may move at once. */
 static inline int sm_plat_cpu(void)

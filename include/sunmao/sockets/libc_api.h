@@ -58,6 +58,7 @@
 #include "../core/layer.h"
 #include "../core/secret.h"
 #include "../platform/platform.h"
+#include "../policies/sync/owner.h"
 
 #ifndef SM_NEXT
 #error "socket: define SM_NEXT (the top layer of the composition) before including"
@@ -133,11 +134,22 @@ SM_INLINE void sm_socket_bg_check(void)
         sm_socket_bg_start();
 }
 
-static void sm_socket_fork_prepare(void) { SM_NEXT_FN(fork_prepare)(); }
-static void sm_socket_fork_parent(void) { SM_NEXT_FN(fork_parent)(); }
+/* A fork from a signal handler that interrupted this thread's own section keeps the locks the
+ * section holds and waits a bounded time for the others (policies/sync/owner.h). */
+static void sm_socket_fork_prepare(void)
+{
+    sm_sync_fork_begin();
+    SM_NEXT_FN(fork_prepare)();
+}
+static void sm_socket_fork_parent(void)
+{
+    SM_NEXT_FN(fork_parent)();
+    sm_sync_fork_end();
+}
 static void sm_socket_fork_child(void)
 {
     SM_NEXT_FN(fork_child)();
+    sm_sync_fork_end();
     /* The clock's thread is not copied: the child starts its own when it needs one. */
     if (__atomic_load_n(&sm_socket_bg_state, __ATOMIC_RELAXED) == SM_SOCKET_BG_RUNNING) {
         __atomic_store_n(&sm_socket_bg_state, SM_SOCKET_BG_NONE, __ATOMIC_RELAXED);
@@ -260,7 +272,7 @@ SM_INLINE size_t sm_socket_usable(void *ptr, const char *api)
     sm_mctx_t c = sm_mctx_block(ptr, 0, 0);
     if (sm_likely(sm_socket_ready() && SM_NEXT_FN(getmeta)(&c)))
         return c.usable;
-    SM_ERR_FN(raise)(SM_ERR_INVALID_FREE, api, ptr, "pointer was not allocated here");
+    SM_ERR_FN(raise)(SM_ERR_INVALID_POINTER, api, ptr, "not a block allocated here");
     return 0;
 }
 
@@ -341,11 +353,13 @@ SM_EXPORT void *SM_API(aligned_alloc)(size_t align, size_t size)
     return sm_socket_alloc(size, align, 0);
 }
 
-/* The obsolete memalign accepts any alignment; like glibc, round it up to a power of two. */
+/* The obsolete memalign accepts any alignment; like glibc, round it up to a power of two. An
+ * alignment no block can have is a request too large to serve (ENOMEM, as glibc answers), not an
+ * invalid one: every value is a valid memalign alignment. */
 SM_EXPORT void *SM_API(memalign)(size_t align, size_t size)
 {
     if (align > SM_SOCKET_MAX_REQUEST / 2) {
-        errno = EINVAL;
+        errno = ENOMEM;
         return NULL;
     }
     if (!sm_is_pow2(align))

@@ -375,19 +375,19 @@ SM_INLINE void SM_FN(thread_exit)(void) { SM_NEXT_FN(thread_exit)(); }
 
 SM_INLINE void SM_FN(fork_prepare)(void)
 {
-    SM_SYNC_FN(lock)(&SM_FN(obj).lock);
+    SM_SYNC_FN(fork_lock)(&SM_FN(obj).lock);
     SM_NEXT_FN(fork_prepare)();
 }
 SM_INLINE void SM_FN(fork_parent)(void)
 {
-    SM_SYNC_FN(unlock)(&SM_FN(obj).lock);
+    SM_SYNC_FN(fork_unlock)(&SM_FN(obj).lock);
     SM_NEXT_FN(fork_parent)();
 }
 /* A block busy in another thread at fork stays busy in the child (never reused, never returned):
  * its memory is lost to the child, which is safe; that thread no longer exists there to finish. */
 SM_INLINE void SM_FN(fork_child)(void)
 {
-    SM_SYNC_FN(reinit)(&SM_FN(obj).lock);
+    SM_SYNC_FN(fork_reinit)(&SM_FN(obj).lock);
     SM_NEXT_FN(fork_child)();
 }
 

@@ -400,8 +400,21 @@ SM_SLOWPATH void SM_FN(bad_free)(sm_mctx_t *c)
 {
     struct SM_FN(hdr) *h = SM_FN(header_of)((char *)c->ptr);
     size_t claimed = (c->flags & SM_F_SIZED) ? c->size : 0;
+    uint64_t w[2];
+    if (!h && sm_ptr_aligned(c->ptr, SM_MIN_ALIGN) && SM_FN(prefix_in_page)(c->ptr)) {
+        /* No live block below any more (the block left the quarantine and the next layer freed
+         * it: the first free's thread exited, or the quarantine moved on). Its gone header may
+         * still be there, readable as the direct look reads (in p's page), and verifies only at
+         * this address. */
+        SM_FN(prefix_words)((const char *)c->ptr, w);
+        if (SM_FN(info_state)(w[0]) == SM_FN(s_gone) && w[1] == SM_FN(check_of)((const char *)c->ptr, w[0])) {
+            SM_FN(report)(SM_ERR_DOUBLE_FREE, c->ptr, "block of %zu bytes was already freed (it left the quarantine); ignored",
+                          SM_FN(info_size)(w[0]), 0);
+            return;
+        }
+    }
     if (!h)
-        SM_FN(report)(SM_ERR_INVALID_FREE, c->ptr, "no block of this layer starts here (size %zu claimed); ignored", claimed, 0);
+        SM_FN(report)(SM_ERR_INVALID_FREE, c->ptr, "no live block of this layer starts here (never allocated here, or freed already; size %zu claimed); ignored", claimed, 0);
     else if (SM_FN(info_state)(h->info) == SM_FN(s_held))
         SM_FN(report)(SM_ERR_DOUBLE_FREE, c->ptr, "block of %zu bytes is already in the quarantine; ignored",
                       SM_FN(info_size)(h->info), 0);

@@ -219,20 +219,27 @@ SM_HOT struct SM_FN(list) *SM_FN(list_at)(struct SM_FN(cache) *cache, unsigned s
     return (struct SM_FN(list) *)((char *)cache->list + slot);
 }
 
-/* The double-free tag written into the second word of cached objects: the cache's own address,
- * made odd. Per thread, and never a value a program stores (no program holds a pointer to a
- * thread's cache); a block that carries it by chance only takes the slow path, which looks for it
- * on the list (refill.h's on_list). Derived from the pointer the free holds anyway: no load. */
-SM_HOT uintptr_t SM_FN(tag_of)(const struct SM_FN(cache) *cache) { return (uintptr_t)cache | 1; }
+/* The double-free tag written into the second word of cached objects (without SM_OPT_HARDEN): the
+ * address of the layer's tables, made odd. The same in every cache, so a free from any thread sees
+ * an object another thread's cache holds; never a value a program stores (no program holds a
+ * pointer into the allocator's tables); a block that carries it by chance only takes the slow path
+ * (refill.h's overflow). An address the code holds as a constant: no load. */
+SM_HOT uintptr_t SM_FN(tag_of)(const struct SM_FN(cache) *cache)
+{
+    (void)cache;
+    return (uintptr_t)&SM_FN(obj) | 1;
+}
 
-/* A free object's two words (SM_OPT_HARDEN): w0 = link ^ key, w1 = w0 ^ check. A program that
+/* A free object's two words (SM_OPT_HARDEN): w0 = link ^ key, w1 = w0 ^ check (key this cache's,
+ * check the process's: any cache recognises an object cached or given back by another). A program that
  * writes either word of an object it freed (a write after free, an overflow from its neighbour)
  * breaks the pair unless it knows check, and points the link nowhere it chose unless it knows key:
  * every pop verifies the pair before it follows the link, so no link is followed that this cache did
  * not write. A pop clears w1, so an object handed out and reached again through a stale link (a
  * double free that got past the tag) fails the check instead of being handed out twice. */
 
-/* Is p marked as an object of this cache's lists? (Hardened: its pair holds.) */
+/* Is p marked as a cached object: on a list of some cache, or given back below by one and not
+ * handed out since? (Hardened: its pair holds.) */
 SM_HOT bool SM_FN(is_cached)(const struct SM_FN(cache) *cache, const void *p)
 {
     const uintptr_t *w = (const uintptr_t *)p;
@@ -424,6 +431,10 @@ SM_INLINE void *SM_FN(alloc_miss)(sm_mctx_t *c)
         /* Served below (an alignment no cached class has, or no cache): ask for the whole class,
          * because a sized free of this block will be trusted to hold a class's bytes. */
         c->size = SM_SIZECLASS_FN(class_to_size)(SM_SIZECLASS_FN(size_to_class)(c->size));
+        p = SM_NEXT_FN(alloc)(c);
+        if (SM_OPT_DOUBLE_FREE_CHECK && p)
+            ((uintptr_t *)p)[1] = 0; /* an object a cache gave back keeps its mark (overflow) */
+        return p;
     }
     return SM_NEXT_FN(alloc)(c);
 }

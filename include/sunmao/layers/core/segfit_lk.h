@@ -306,22 +306,22 @@ SM_INLINE void SM_FN(thread_exit)(void) { SM_NEXT_FN(thread_exit)(); }
 SM_INLINE void SM_FN(fork_prepare)(void)
 {
     for (unsigned i = 0; i < SM_FN(classes); i++)
-        SM_SYNC_FN(lock)(&SM_FN(obj).cls[i].lock);
-    SM_SYNC_FN(lock)(&SM_FN(obj).map_lock);
+        SM_SYNC_FN(fork_lock)(&SM_FN(obj).cls[i].lock);
+    SM_SYNC_FN(fork_lock)(&SM_FN(obj).map_lock);
     SM_NEXT_FN(fork_prepare)();
 }
 SM_INLINE void SM_FN(fork_parent)(void)
 {
-    SM_SYNC_FN(unlock)(&SM_FN(obj).map_lock);
+    SM_SYNC_FN(fork_unlock)(&SM_FN(obj).map_lock);
     for (unsigned i = SM_FN(classes); i-- > 0;)
-        SM_SYNC_FN(unlock)(&SM_FN(obj).cls[i].lock);
+        SM_SYNC_FN(fork_unlock)(&SM_FN(obj).cls[i].lock);
     SM_NEXT_FN(fork_parent)();
 }
 SM_INLINE void SM_FN(fork_child)(void)
 {
-    SM_SYNC_FN(reinit)(&SM_FN(obj).map_lock);
+    SM_SYNC_FN(fork_reinit)(&SM_FN(obj).map_lock);
     for (unsigned i = 0; i < SM_FN(classes); i++)
-        SM_SYNC_FN(reinit)(&SM_FN(obj).cls[i].lock);
+        SM_SYNC_FN(fork_reinit)(&SM_FN(obj).cls[i].lock);
     SM_NEXT_FN(fork_child)();
 }
 

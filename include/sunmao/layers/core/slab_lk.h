@@ -338,25 +338,25 @@ SM_INLINE void SM_FN(thread_exit)(void) { SM_NEXT_FN(thread_exit)(); }
 SM_INLINE void SM_FN(fork_prepare)(void)
 {
     for (unsigned i = 0; i < SM_FN(shards) * SM_FN(class_count); i++)
-        SM_SYNC_FN(lock)(&SM_FN(obj).cls[i].lock);
-    SM_SYNC_FN(lock)(&SM_FN(obj).map_lock);
+        SM_SYNC_FN(fork_lock)(&SM_FN(obj).cls[i].lock);
+    SM_SYNC_FN(fork_lock)(&SM_FN(obj).map_lock);
     SM_NEXT_FN(fork_prepare)();
 }
 
 SM_INLINE void SM_FN(fork_parent)(void)
 {
     SM_NEXT_FN(fork_parent)();
-    SM_SYNC_FN(unlock)(&SM_FN(obj).map_lock);
+    SM_SYNC_FN(fork_unlock)(&SM_FN(obj).map_lock);
     for (unsigned i = SM_FN(shards) * SM_FN(class_count); i-- > 0;)
-        SM_SYNC_FN(unlock)(&SM_FN(obj).cls[i].lock);
+        SM_SYNC_FN(fork_unlock)(&SM_FN(obj).cls[i].lock);
 }
 
 SM_INLINE void SM_FN(fork_child)(void)
 {
     SM_NEXT_FN(fork_child)();
-    SM_SYNC_FN(reinit)(&SM_FN(obj).map_lock);
+    SM_SYNC_FN(fork_reinit)(&SM_FN(obj).map_lock);
     for (unsigned i = 0; i < SM_FN(shards) * SM_FN(class_count); i++)
-        SM_SYNC_FN(reinit)(&SM_FN(obj).cls[i].lock);
+        SM_SYNC_FN(fork_reinit)(&SM_FN(obj).cls[i].lock);
 }
 
 #undef SM_OPT_SLAB_SIZE

@@ -413,8 +413,11 @@ SM_SLOWPATH void *SM_FN(alloc_slow)(sm_mctx_t *c, unsigned cls)
 SM_HOT void *SM_FN(alloc_hit)(size_t size)
 {
     struct SM_FN(owner) *t = SM_FN(tls);
-    if (sm_unlikely(!(SM_SIZE_USER) || !SM_FN(handles_size)(size) || size > SM_FN(obj).max_size || t == NULL))
-        return NULL; /* max_size is 0 and no thread has a record before create */
+    /* max_size is 0 and no thread has a record before create; read atomically, as create writes
+     * it while other threads may already be here */
+    if (sm_unlikely(!(SM_SIZE_USER) || !SM_FN(handles_size)(size) ||
+                    size > __atomic_load_n(&SM_FN(obj).max_size, __ATOMIC_RELAXED) || t == NULL))
+        return NULL;
     unsigned cls = SM_SIZECLASS_FN(size_to_class)(size);
     struct SM_FN(slab) *s = t->cur[cls];
     return sm_likely(s != NULL) ? SM_FN(take)(s, &SM_FN(obj).geo[cls]) : NULL;

@@ -35,6 +35,7 @@ SM_INLINE void sm_sync_ccsynch_lock(sm_sync_ccsynch_t *l) { sm_sync_queue_lock(l
 SM_INLINE void sm_sync_ccsynch_unlock(sm_sync_ccsynch_t *l) { sm_sync_queue_unlock(l); }
 SM_INLINE bool sm_sync_ccsynch_trylock(sm_sync_ccsynch_t *l) { return sm_sync_queue_trylock(l); }
 SM_INLINE void sm_sync_ccsynch_reinit(sm_sync_ccsynch_t *l) { sm_sync_queue_reinit(l); }
+SM_SYNC_FORK_PLAIN(ccsynch)
 
 /* The combiner holds the lock through its node `me`, whose section has run: runs the sections
  * queued behind it, then hands the role on or frees the lock. */

@@ -20,6 +20,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include "owner.h"
 #include "wait.h"
 
 #ifndef SM_SYNC_FLATCOMBINE_PASSES
@@ -35,14 +36,18 @@ typedef struct sm_sync_fc_record {
 
 typedef struct {
     int locked;
+    sm_sync_owner_t owner; /* the combiner, or lock()'s caller (owner.h) */
     sm_sync_fc_record_t *published; /* a stack of records, newest first */
 } sm_sync_flatcombine_t;
-#define SM_SYNC_flatcombine_INIT { 0, NULL }
+#define SM_SYNC_flatcombine_INIT { 0, SM_SYNC_OWNER_INIT, NULL }
 enum { sm_sync_flatcombine_thread_safe = 1 };
 
 SM_INLINE bool sm_sync_flatcombine_trylock(sm_sync_flatcombine_t *l)
 {
-    return !__atomic_load_n(&l->locked, __ATOMIC_RELAXED) && !__atomic_exchange_n(&l->locked, 1, __ATOMIC_ACQUIRE);
+    if (__atomic_load_n(&l->locked, __ATOMIC_RELAXED) || __atomic_exchange_n(&l->locked, 1, __ATOMIC_ACQUIRE))
+        return false;
+    sm_sync_owner_take(&l->owner);
+    return true;
 }
 
 SM_INLINE void sm_sync_flatcombine_lock(sm_sync_flatcombine_t *l)
@@ -52,13 +57,20 @@ SM_INLINE void sm_sync_flatcombine_lock(sm_sync_flatcombine_t *l)
         sm_sync_backoff(&spins);
 }
 
-SM_INLINE void sm_sync_flatcombine_unlock(sm_sync_flatcombine_t *l) { __atomic_store_n(&l->locked, 0, __ATOMIC_RELEASE); }
+SM_INLINE void sm_sync_flatcombine_unlock(sm_sync_flatcombine_t *l)
+{
+    sm_sync_owner_drop(&l->owner);
+    __atomic_store_n(&l->locked, 0, __ATOMIC_RELEASE);
+}
 
 SM_INLINE void sm_sync_flatcombine_reinit(sm_sync_flatcombine_t *l)
 {
     l->locked = 0;
+    l->owner = 0;
     l->published = NULL;
 }
+/* A thread waiting on its published record holds nothing: the combiner runs the record. */
+SM_SYNC_FORK_BY_OWNER(flatcombine)
 
 /* The combiner (lock held) runs what is published, oldest first. */
 SM_SLOWPATH void sm_sync_flatcombine_combine(sm_sync_flatcombine_t *l)

@@ -30,6 +30,9 @@ SM_INLINE void sm_sync_none_lock(sm_sync_none_t *l) { (void)l; }
 SM_INLINE void sm_sync_none_unlock(sm_sync_none_t *l) { (void)l; }
 SM_INLINE bool sm_sync_none_trylock(sm_sync_none_t *l) { (void)l; return true; }
 SM_INLINE void sm_sync_none_reinit(sm_sync_none_t *l) { (void)l; }
+SM_INLINE void sm_sync_none_fork_lock(sm_sync_none_t *l) { (void)l; }
+SM_INLINE void sm_sync_none_fork_unlock(sm_sync_none_t *l) { (void)l; }
+SM_INLINE void sm_sync_none_fork_reinit(sm_sync_none_t *l) { (void)l; }
 SM_HOT void sm_sync_none_atomic_exec(sm_sync_none_t *l, void (*fn)(void *), void *arg)
 {
     (void)l;

@@ -9,20 +9,40 @@
 #include <stdbool.h>
 #include "../../core/compiler.h"
 #include "../../platform/platform.h"
+#include "owner.h"
 
-typedef sm_plat_spin_t sm_sync_posix_spin_t;
-#define SM_SYNC_posix_spin_INIT SM_PLAT_SPIN_INIT
+typedef struct { sm_plat_spin_t s; sm_sync_owner_t owner; } sm_sync_posix_spin_t;
+#define SM_SYNC_posix_spin_INIT { SM_PLAT_SPIN_INIT, SM_SYNC_OWNER_INIT }
 enum { sm_sync_posix_spin_thread_safe = 1 };
 
-SM_INLINE void sm_sync_posix_spin_lock(sm_sync_posix_spin_t *l) { sm_plat_spin_lock(l); }
-SM_INLINE void sm_sync_posix_spin_unlock(sm_sync_posix_spin_t *l) { sm_plat_spin_unlock(l); }
-SM_INLINE bool sm_sync_posix_spin_trylock(sm_sync_posix_spin_t *l) { return sm_plat_spin_trylock(l); }
-SM_INLINE void sm_sync_posix_spin_reinit(sm_sync_posix_spin_t *l) { sm_plat_spin_reinit(l); }
+SM_INLINE void sm_sync_posix_spin_lock(sm_sync_posix_spin_t *l)
+{
+    sm_plat_spin_lock(&l->s);
+    sm_sync_owner_take(&l->owner);
+}
+SM_INLINE void sm_sync_posix_spin_unlock(sm_sync_posix_spin_t *l)
+{
+    sm_sync_owner_drop(&l->owner);
+    sm_plat_spin_unlock(&l->s);
+}
+SM_INLINE bool sm_sync_posix_spin_trylock(sm_sync_posix_spin_t *l)
+{
+    if (!sm_plat_spin_trylock(&l->s))
+        return false;
+    sm_sync_owner_take(&l->owner);
+    return true;
+}
+SM_INLINE void sm_sync_posix_spin_reinit(sm_sync_posix_spin_t *l)
+{
+    l->owner = 0;
+    sm_plat_spin_reinit(&l->s);
+}
+SM_SYNC_FORK_BY_OWNER(posix_spin)
 SM_HOT void sm_sync_posix_spin_atomic_exec(sm_sync_posix_spin_t *l, void (*fn)(void *), void *arg)
 {
-    sm_plat_spin_lock(l);
+    sm_sync_posix_spin_lock(l);
     fn(arg);
-    sm_plat_spin_unlock(l);
+    sm_sync_posix_spin_unlock(l);
 }
 
 #endif

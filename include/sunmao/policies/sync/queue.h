@@ -14,6 +14,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include "owner.h"
 #include "wait.h"
 
 enum { SM_SYNC_QN_WAIT = 0, SM_SYNC_QN_GO = 1, SM_SYNC_QN_DONE = 2 };

@@ -44,6 +44,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include "owner.h"
 #include "wait.h"
 
 #ifndef SM_SYNC_RCL_SLOTS
@@ -154,6 +155,7 @@ SM_INLINE void sm_sync_rcl_reinit(sm_sync_rcl_t *l)
     sm_sync_rcl_reglock = 0;    /* a thread of the parent's may have held it */
     sm_sync_rcl_handoff = NULL; /* or been creating a server */
 }
+SM_SYNC_FORK_PLAIN(rcl)
 
 /* The server takes the word for a sweep, after the lock() waiters (for a bounded spin). */
 SM_SLOWPATH void sm_sync_rcl_serve_take(sm_sync_rcl_t *l)

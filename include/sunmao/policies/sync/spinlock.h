@@ -5,10 +5,11 @@
 #define SUNMAO_POLICY_SYNC_SPINLOCK_H
 
 #include <stdbool.h>
+#include "owner.h"
 #include "wait.h"
 
-typedef struct { int locked; } sm_sync_spinlock_t;
-#define SM_SYNC_spinlock_INIT { 0 }
+typedef struct { int locked; sm_sync_owner_t owner; } sm_sync_spinlock_t;
+#define SM_SYNC_spinlock_INIT { 0, SM_SYNC_OWNER_INIT }
 enum { sm_sync_spinlock_thread_safe = 1 };
 
 SM_SLOWPATH void sm_sync_spinlock_contended(sm_sync_spinlock_t *l)
@@ -24,16 +25,29 @@ SM_INLINE void sm_sync_spinlock_lock(sm_sync_spinlock_t *l)
 {
     if (sm_unlikely(__atomic_exchange_n(&l->locked, 1, __ATOMIC_ACQUIRE)))
         sm_sync_spinlock_contended(l);
+    sm_sync_owner_take(&l->owner);
 }
 
 /* True if the lock was free and is now held; never waits. */
 SM_INLINE bool sm_sync_spinlock_trylock(sm_sync_spinlock_t *l)
 {
-    return !__atomic_load_n(&l->locked, __ATOMIC_RELAXED) && !__atomic_exchange_n(&l->locked, 1, __ATOMIC_ACQUIRE);
+    if (__atomic_load_n(&l->locked, __ATOMIC_RELAXED) || __atomic_exchange_n(&l->locked, 1, __ATOMIC_ACQUIRE))
+        return false;
+    sm_sync_owner_take(&l->owner);
+    return true;
 }
 
-SM_INLINE void sm_sync_spinlock_unlock(sm_sync_spinlock_t *l) { __atomic_store_n(&l->locked, 0, __ATOMIC_RELEASE); }
-SM_INLINE void sm_sync_spinlock_reinit(sm_sync_spinlock_t *l) { l->locked = 0; }
+SM_INLINE void sm_sync_spinlock_unlock(sm_sync_spinlock_t *l)
+{
+    sm_sync_owner_drop(&l->owner);
+    __atomic_store_n(&l->locked, 0, __ATOMIC_RELEASE);
+}
+SM_INLINE void sm_sync_spinlock_reinit(sm_sync_spinlock_t *l)
+{
+    l->owner = 0;
+    l->locked = 0;
+}
+SM_SYNC_FORK_BY_OWNER(spinlock)
 SM_HOT void sm_sync_spinlock_atomic_exec(sm_sync_spinlock_t *l, void (*fn)(void *), void *arg)
 {
     sm_sync_spinlock_lock(l);

@@ -7,10 +7,11 @@
 #define SUNMAO_POLICY_SYNC_TICKET_H
 
 #include <stdbool.h>
+#include "owner.h"
 #include "wait.h"
 
-typedef struct { unsigned next, serving; } sm_sync_ticket_t;
-#define SM_SYNC_ticket_INIT { 0, 0 }
+typedef struct { unsigned next, serving; sm_sync_owner_t owner; } sm_sync_ticket_t;
+#define SM_SYNC_ticket_INIT { 0, 0, SM_SYNC_OWNER_INIT }
 enum { sm_sync_ticket_thread_safe = 1 };
 
 SM_SLOWPATH void sm_sync_ticket_wait(sm_sync_ticket_t *l, unsigned ticket)
@@ -25,23 +26,33 @@ SM_INLINE void sm_sync_ticket_lock(sm_sync_ticket_t *l)
     unsigned ticket = __atomic_fetch_add(&l->next, 1, __ATOMIC_RELAXED);
     if (sm_unlikely(__atomic_load_n(&l->serving, __ATOMIC_ACQUIRE) != ticket))
         sm_sync_ticket_wait(l, ticket);
+    sm_sync_owner_take(&l->owner);
 }
 
 SM_INLINE bool sm_sync_ticket_trylock(sm_sync_ticket_t *l)
 {
     unsigned serving = __atomic_load_n(&l->serving, __ATOMIC_ACQUIRE);
     unsigned expected = serving;
-    return __atomic_compare_exchange_n(&l->next, &expected, serving + 1, false, __ATOMIC_ACQUIRE, __ATOMIC_RELAXED);
+    if (!__atomic_compare_exchange_n(&l->next, &expected, serving + 1, false, __ATOMIC_ACQUIRE, __ATOMIC_RELAXED))
+        return false;
+    sm_sync_owner_take(&l->owner);
+    return true;
 }
 
 /* Only the holder writes `serving`. */
 SM_INLINE void sm_sync_ticket_unlock(sm_sync_ticket_t *l)
 {
+    sm_sync_owner_drop(&l->owner);
     __atomic_store_n(&l->serving, __atomic_load_n(&l->serving, __ATOMIC_RELAXED) + 1, __ATOMIC_RELEASE);
 }
 
 /* Fork child: only the forking thread exists, and it held the lock (fork_prepare): start afresh. */
-SM_INLINE void sm_sync_ticket_reinit(sm_sync_ticket_t *l) { l->next = l->serving = 0; }
+SM_INLINE void sm_sync_ticket_reinit(sm_sync_ticket_t *l)
+{
+    l->owner = 0;
+    l->next = l->serving = 0;
+}
+SM_SYNC_FORK_BY_OWNER(ticket)
 
 SM_HOT void sm_sync_ticket_atomic_exec(sm_sync_ticket_t *l, void (*fn)(void *), void *arg)
 {

@@ -38,10 +38,10 @@ SM_SLOWPATH struct SM_FN(cache) *SM_FN(cache_get)(void)
         return NULL; /* this request bypasses the cache; a later slow path tries again */
     memset(cache, 0, sizeof *cache);
     if (SM_OPT_HARDEN) {
-        /* Keys no other cache shares, from the process's secret and this cache's address (which
-         * differs per thread and per run); check odd, so never the 0 of a fresh or cleared word. */
+        /* A link key no other cache shares, from the process's secret and this cache's address
+         * (which differs per thread and per run); the process's check (tables.h). */
         cache->key = (uintptr_t)sm_mix64(sm_secret() ^ (uintptr_t)cache ^ sm_plat_cycles());
-        cache->check = (uintptr_t)sm_mix64(cache->key ^ 0x6a09e667f3bcc909ull) | 1;
+        cache->check = SM_FN(obj).check;
     }
     cache->want = SM_FN(budget_for)(sm_plat_cpu());
     SM_FN(pool_join)(cache);

@@ -147,8 +147,8 @@ SM_SLOWPATH void SM_FN(pool_follow_want)(struct SM_FN(cache) *cache)
 }
 
 /* The forking thread holds the pool lock across fork (fork_prepare), so the registry is whole. */
-SM_INLINE void SM_FN(pool_fork_prepare)(void) { SM_SYNC_FN(lock)(&SM_FN(pool).lock); }
-SM_INLINE void SM_FN(pool_fork_parent)(void) { SM_SYNC_FN(unlock)(&SM_FN(pool).lock); }
+SM_INLINE void SM_FN(pool_fork_prepare)(void) { SM_SYNC_FN(fork_lock)(&SM_FN(pool).lock); }
+SM_INLINE void SM_FN(pool_fork_parent)(void) { SM_SYNC_FN(fork_unlock)(&SM_FN(pool).lock); }
 SM_INLINE void SM_FN(pool_fork_child)(struct SM_FN(cache) *mine)
 {
     SM_SYNC_FN(reinit)(&SM_FN(pool).lock);

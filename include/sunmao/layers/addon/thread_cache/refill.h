@@ -7,8 +7,9 @@
  * in bursts gets room for the burst. Except that a thread's first objects of a small class fill
  * four cache lines of their own, so that objects handed out one at a time to different threads do
  * not share lines. Growth is paid from the byte budget (grow), which asks the reclaim policy for a
- * collection under pressure when it runs out (with SM_SYNC, after asking the pool for more: pool.h). A free's slow path also catches double frees of
- * cached objects (on_list) and hands back a block of another CPU's slab instead of caching it
+ * collection under pressure when it runs out (with SM_SYNC, after asking the pool for more: pool.h).
+ * A free's slow path also catches double frees of objects some cache freed (their mark; any
+ * thread's) and hands back a block of another CPU's slab instead of caching it
  * (owner_local). Figures: docs/layers.md, thread_cache. A part of layers/addon/thread_cache.h,
  * which includes it after its other parts (no include guard).
  * Included alone, as tools/check-headers.sh does, it instantiates the whole layer.
@@ -152,11 +153,13 @@ SM_SLOWPATH bool SM_FN(overflow)(sm_mctx_t *c)
         return false;
     struct SM_FN(list) *l = &cache->list[cls];
     if (SM_OPT_DOUBLE_FREE_CHECK && SM_FN(is_cached)(cache, p)) {
-        if (SM_FN(on_list)(cache, l, p)) {
-            SM_ERR_FN(raise)(SM_ERR_DOUBLE_FREE, SM_LAYER_NAME, p, "object is already in the thread cache; ignored");
-            return true;
-        }
-        return false; /* not here (any more): let the layers below validate it */
+        /* Marked, so a cache freed it and nothing handed it out since (every hand-out of a cached
+         * class clears the mark: pop, refill, alloc_miss): on this list, on another thread's, or
+         * given back below; a live object carries the mark only if the program wrote it there. */
+        SM_ERR_FN(raise)(SM_ERR_DOUBLE_FREE, SM_LAYER_NAME, p,
+                         SM_FN(on_list)(cache, l, p) ? "object is already in the thread cache; ignored"
+                                                     : "object was freed before (by another thread, or it left a thread cache since); ignored");
+        return true;
     }
     unsigned batch = SM_FN(batch_of)(cls);
     if (l->limit < batch)
@@ -173,14 +176,17 @@ SM_SLOWPATH bool SM_FN(overflow)(sm_mctx_t *c)
         /* Another CPU's slab: kept here, p would be this thread's next object of its class while
          * its neighbours are in use on that CPU (passive false sharing). Asked only here, after a
          * full list made room (else every free of the class would come here while it is full):
-         * hit-path frees of remote blocks are still cached. */
+         * hit-path frees of remote blocks are still cached. Marked as a cache's free object
+         * first, so a second free of it from any thread is seen as one. */
+        SM_FN(link_store)(cache, p, NULL);
         SM_FN(event)(cache);
         return false;
     }
     bool cached = l->count < l->limit;
-    if (cached) {
+    if (cached)
         SM_FN(list_push)(cache, l, p);
-    }
+    else
+        SM_FN(link_store)(cache, p, NULL); /* goes down marked, as above */
     SM_FN(event)(cache);
     return cached;
 }

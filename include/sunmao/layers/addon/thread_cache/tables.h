@@ -31,10 +31,6 @@ static struct {
     bool ready; /* the tables are built; false also if that failed */
     uint32_t class_bytes[SM_FN(class_count)]; /* the size of each cached class, 0 for the others:
                                                 * only lists of a nonzero size ever get a limit */
-    /* slot_of[(size + 15) / 16] = 16 x size_to_class(size) for size <= SM_SIZE_MAX, the offset of
-     * the size's list (free_slot's unit): all class sizes are multiples of 16, checked when the
-     * table is built. */
-    uint16_t slot_of[SM_FN(class_table_len)];
     /* aligned_of[log2(align) - 5][cls] = the smallest cached class >= cls whose size is a multiple
      * of align, or 0 for none (class 0 never is: its objects would be smaller than align). */
     uint8_t aligned_of[SM_FN(align_steps)][SM_FN(class_count)];
@@ -42,10 +38,22 @@ static struct {
     /* SM_OPT_CORE_AWARE: each CPU's level-2 cache in KiB, and the largest (platform/core_table.h) */
     uint32_t core_kib[SM_OPT_CORE_AWARE ? SM_FN(core_table_len) : 1];
     uint32_t core_max_kib;
+    /* SM_OPT_HARDEN: the check word every cache of the process uses (lifecycle.h), odd. */
+    uintptr_t check;
 } SM_FN(obj) = { .once = SM_PLAT_ONCE_INIT };
 
+/* slot_of[(size + 15) / 16] = 16 x size_to_class(size) for size <= SM_SIZE_MAX, the offset of the
+ * size's list (free_slot's unit): all class sizes are multiples of 16, checked when the table is
+ * built. An array of its own, not in obj: the hit path's atomic load (slot_of) then needs no
+ * displacement, which gcc does not fold into an atomic load's address (2 instructions more). */
+static uint16_t SM_FN(slot_table)[SM_FN(class_table_len)];
+
 /* The list of a size <= SM_SIZE_MAX, as 16 x its class, and the class (0 before the tables exist). */
-SM_HOT unsigned SM_FN(slot_of)(size_t size) { return SM_FN(obj).slot_of[(size + 15) >> 4]; }
+/* The hit paths' two tables are read with relaxed atomic loads (the same instructions as plain
+ * ones), because a thread on the empty cache may read them while the first slow path writes them:
+ * whatever it reads, its lists are empty and it misses (above). Threads with a cache read them
+ * after sm_plat_once, which orders the build before. */
+SM_HOT unsigned SM_FN(slot_of)(size_t size) { return __atomic_load_n(&SM_FN(slot_table)[(size + 15) >> 4], __ATOMIC_RELAXED); }
 SM_HOT unsigned SM_FN(class_of)(size_t size) { return SM_FN(slot_of)(size) >> 4; }
 
 /* Objects moved per refill or release of class cls: about batch_bytes, within [2, batch_max]. */
@@ -74,7 +82,7 @@ SM_SLOWPATH void SM_FN(init_once)(void)
             SM_FN(report_setup)("a class boundary of the sizeclass policy is not a multiple of 16; caching off");
             return;
         }
-        SM_FN(obj).slot_of[i] = (uint16_t)(cls << 4);
+        __atomic_store_n(&SM_FN(slot_table)[i], (uint16_t)(cls << 4), __ATOMIC_RELAXED);
     }
     for (unsigned a = 0; a < SM_FN(align_steps); a++) {
         size_t align = (size_t)1 << (a + SM_FN(align_min_log));
@@ -82,9 +90,13 @@ SM_SLOWPATH void SM_FN(init_once)(void)
             unsigned fit = cls;
             while (fit <= last && (SM_FN(obj).class_bytes[fit] & (align - 1)))
                 fit++;
-            SM_FN(obj).aligned_of[a][cls] = (uint8_t)(fit <= last ? fit : 0);
+            __atomic_store_n(&SM_FN(obj).aligned_of[a][cls], (uint8_t)(fit <= last ? fit : 0), __ATOMIC_RELAXED);
         }
     }
+    /* One check for all caches, so any cache can tell an object that is on some cache's list, or
+     * that a cache gave back below, from a live one: a second free from another thread is seen
+     * (refill.h, overflow). Odd: never the 0 of a fresh or cleared word. */
+    SM_FN(obj).check = (uintptr_t)sm_mix64(sm_secret() ^ 0x6a09e667f3bcc909ull) | 1;
     if (SM_OPT_CORE_AWARE)
         SM_FN(obj).core_max_kib = sm_core_table_build(SM_FN(obj).core_kib, SM_FN(core_table_len));
     SM_FN(obj).ready = true;
@@ -113,7 +125,8 @@ SM_INLINE unsigned SM_FN(aligned_class)(size_t size, size_t align)
 {
     if (!SM_FN(handles_size)(size) || align > SM_FN(align_max) || (align & (align - 1)))
         return 0;
-    return SM_FN(obj).aligned_of[__builtin_ctzll(align) - SM_FN(align_min_log)][SM_FN(class_of)(size)];
+    return __atomic_load_n(&SM_FN(obj).aligned_of[__builtin_ctzll(align) - SM_FN(align_min_log)][SM_FN(class_of)(size)],
+                           __ATOMIC_RELAXED);
 }
 
 #endif /* SM_THREAD_CACHE_PARTS */

@@ -19,6 +19,9 @@ SM_SLOWPATH SM_UNUSED void SM_FN(release)(sm_release_t *r)
 {
     enum { max_taken = 64, max_visits = 4096 };
     struct SM_FN(block) *taken[max_taken];
+    /* Their sizes, read under the lock: the purge runs without it, while a neighbour's free may
+     * flip a taken block's PREV_FREE bit (set_prev_free), the same header word. */
+    size_t taken_size[max_taken];
     unsigned ntaken = 0, visits = 0;
     const bool all = r->how == SM_RELEASE_ALL;
     const uint64_t now = r->now_ms, decay = SM_OPT_DECAY_MS;
@@ -53,6 +56,7 @@ SM_SLOWPATH SM_UNUSED void SM_FN(release)(sm_release_t *r)
                 SM_FN(list_remove)(b);
                 b->head = size | SM_TLSF_BUSY;
                 SM_FN(set_prev_free)(SM_FN(bnext)(b), false);
+                taken_size[ntaken] = size;
                 taken[ntaken++] = b;
             }
         }
@@ -62,7 +66,7 @@ SM_SLOWPATH SM_UNUSED void SM_FN(release)(sm_release_t *r)
         sm_release_due(r, now + 1); /* more to look at: the next pass comes at once */
     bool purged[max_taken];
     for (unsigned i = 0; i < ntaken; i++) {
-        char *b = (char *)taken[i], *end = b + SM_FN(bsize)(taken[i]);
+        char *b = (char *)taken[i], *end = b + taken_size[i];
         char *from = (char *)sm_align_up((uintptr_t)(b + sizeof(struct SM_FN(block))), SM_TLSF_PAGE);
         char *to = (char *)sm_align_down((uintptr_t)(end - SM_TLSF_HDR), SM_TLSF_PAGE);
         sm_mctx_t c = sm_mctx_block(from, (size_t)(to - from), SM_F_ZERO);

@@ -1,0 +1,112 @@
+/* A lock's owner, for forks from signal handlers. A thread that forks from a handler that
+ * interrupted its own allocator call may hold some of the allocator's locks: its fork hooks must not
+ * wait for those (they would wait for ever: glibc's tst-mallocfork2), and must leave them held in
+ * both processes, where the interrupted call goes on and releases them. The other locks are taken
+ * as usual, so no other thread is inside a section when the process is copied.
+ *
+ * A policy that records its holder (spinlock, mutex, posix_spin, ticket, flatcombine) embeds an sm_sync_owner_t
+ * named `owner`, takes it after it acquires (sm_sync_owner_take), drops it before it releases
+ * (sm_sync_owner_drop), zeroes it in reinit, and gets its fork hooks
+ * from SM_SYNC_FORK_BY_OWNER(policy):
+ *   fork_lock(l)    take l for a fork, unless the calling thread holds it (kept: bit 0 of the
+ *                   owner word marks it until the hook after the fork)
+ *   fork_unlock(l)  parent, after the fork: release what fork_lock took; a kept lock stays held
+ *   fork_reinit(l)  child: re-create what fork_lock took; a kept lock stays held, and so does one
+ *                   fork_lock left to its holder (see sm_sync_fork_begin)
+ * Only the holder writes the owner word; the forking thread reads it without the lock (relaxed
+ * atomics), and finds its own identity there only if it wrote it and has not cleared it since: the
+ * answer is exact for the calling thread, whatever the others do.
+ * Policies whose waiters queue (mcslock, ccsynch, rcl) map the hooks to lock, unlock and reinit
+ * (SM_SYNC_FORK_PLAIN): a fork from a handler that interrupted their section or their wait still
+ * waits for ever there, as does a ticket waiter's (docs/reliability.md). */
+#ifndef SUNMAO_POLICY_SYNC_OWNER_H
+#define SUNMAO_POLICY_SYNC_OWNER_H
+
+#include <stdint.h>
+#include "../../core/compiler.h"
+#include "../../platform/platform.h"
+
+/* sm_plat_self() of the holder (a thread pointer: aligned, so bit 0 is free), or 0 when free;
+ * bit 0 set by fork_lock for a lock its caller holds, cleared by the hook after the fork. */
+typedef uintptr_t sm_sync_owner_t;
+#define SM_SYNC_OWNER_INIT 0
+
+SM_INLINE void sm_sync_owner_set(sm_sync_owner_t *o) { __atomic_store_n(o, sm_plat_self(), __ATOMIC_RELAXED); }
+SM_INLINE void sm_sync_owner_clear(sm_sync_owner_t *o) { __atomic_store_n(o, 0, __ATOMIC_RELAXED); }
+SM_INLINE bool sm_sync_owner_is_self(const sm_sync_owner_t *o)
+{
+    return (__atomic_load_n(o, __ATOMIC_RELAXED) & ~(uintptr_t)1) == sm_plat_self();
+}
+/* Locks of the owner-recording policies the calling thread holds, and whether its fork began
+ * while it held some (sm_sync_fork_begin): initial-exec TLS, 8 bytes per composition. */
+static __thread unsigned sm_sync_held __attribute__((tls_model("initial-exec")));
+static __thread unsigned sm_sync_fork_holding __attribute__((tls_model("initial-exec")));
+
+SM_INLINE void sm_sync_owner_take(sm_sync_owner_t *o)
+{
+    sm_sync_owner_set(o);
+    sm_sync_held++;
+}
+SM_INLINE void sm_sync_owner_drop(sm_sync_owner_t *o)
+{
+    sm_sync_owner_clear(o);
+    sm_sync_held--;
+}
+
+/* The socket's fork hooks bracket the layers' (sockets/libc_api.h). A fork that begins while its
+ * thread holds none of these locks takes every lock, waiting as long as it must (the holders are
+ * other threads, which go on). One that begins holding some (a handler that interrupted its own
+ * section) could wait for ever on a lock whose holder waits for one of its own: it keeps its own,
+ * and waits at most SM_SYNC_FORK_WAIT_MS for each of the others, then leaves that one to its holder
+ * (not taken: the child must not use it, as POSIX asks of a child forked from a handler). */
+#define SM_SYNC_FORK_WAIT_MS 100
+SM_INLINE void sm_sync_fork_begin(void) { sm_sync_fork_holding = sm_sync_held != 0; }
+SM_INLINE void sm_sync_fork_end(void) { sm_sync_fork_holding = 0; }
+
+/* After fork_lock, l's owner word says what it did: self | 1 kept (held by the interrupted
+ * section), self taken, anything else left to its holder. */
+enum { SM_SYNC_FORK_LEFT, SM_SYNC_FORK_TAKEN, SM_SYNC_FORK_KEPT };
+SM_INLINE int sm_sync_owner_fork_state(sm_sync_owner_t *o)
+{
+    uintptr_t w = __atomic_load_n(o, __ATOMIC_RELAXED), self = sm_plat_self();
+    if (w == (self | 1)) {
+        __atomic_store_n(o, self, __ATOMIC_RELAXED); /* the mark is spent */
+        return SM_SYNC_FORK_KEPT;
+    }
+    return w == self ? SM_SYNC_FORK_TAKEN : SM_SYNC_FORK_LEFT;
+}
+
+#define SM_SYNC_FORK_BY_OWNER(P)                                                       \
+    SM_INLINE void sm_sync_##P##_fork_lock(sm_sync_##P##_t *l)                         \
+    {                                                                                  \
+        if (sm_sync_owner_is_self(&l->owner)) {                                        \
+            __atomic_store_n(&l->owner, sm_plat_self() | 1, __ATOMIC_RELAXED);         \
+            return;                                                                    \
+        }                                                                              \
+        if (!sm_sync_fork_holding) {                                                   \
+            sm_sync_##P##_lock(l);                                                     \
+            return;                                                                    \
+        }                                                                              \
+        uint64_t until = sm_plat_now_ns() + (uint64_t)SM_SYNC_FORK_WAIT_MS * 1000000u; \
+        while (!sm_sync_##P##_trylock(l) && sm_plat_now_ns() < until)                  \
+            sm_plat_yield();                                                           \
+    }                                                                                  \
+    SM_INLINE void sm_sync_##P##_fork_unlock(sm_sync_##P##_t *l)                       \
+    {                                                                                  \
+        if (sm_sync_owner_fork_state(&l->owner) == SM_SYNC_FORK_TAKEN)                 \
+            sm_sync_##P##_unlock(l);                                                   \
+    }                                                                                  \
+    SM_INLINE void sm_sync_##P##_fork_reinit(sm_sync_##P##_t *l)                       \
+    {                                                                                  \
+        if (sm_sync_owner_fork_state(&l->owner) == SM_SYNC_FORK_TAKEN) {               \
+            sm_sync_##P##_reinit(l);                                                   \
+            sm_sync_held--; /* taken in prepare, gone with the re-creation */          \
+        }                                                                              \
+    }
+
+#define SM_SYNC_FORK_PLAIN(P)                                                                 \
+    SM_INLINE void sm_sync_##P##_fork_lock(sm_sync_##P##_t *l) { sm_sync_##P##_lock(l); }     \
+    SM_INLINE void sm_sync_##P##_fork_unlock(sm_sync_##P##_t *l) { sm_sync_##P##_unlock(l); } \
+    SM_INLINE void sm_sync_##P##_fork_reinit(sm_sync_##P##_t *l) { sm_sync_##P##_reinit(l); }
+
+#endif

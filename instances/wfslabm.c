@@ -1848,11 +1848,12 @@ WF_EXPORT void *WF_API(aligned_alloc)(size_t align, size_t size)
     return sock_alloc(size, align, false);
 }
 
-/* Any alignment, rounded up to a power of two as glibc does. */
+/* Any alignment, rounded up to a power of two as glibc does; one no block can have is a request
+ * too large (ENOMEM, as glibc answers). */
 WF_EXPORT void *WF_API(memalign)(size_t align, size_t size)
 {
     if (align > MAX_REQUEST / 2) {
-        errno = EINVAL;
+        errno = ENOMEM;
         return NULL;
     }
     if (!wf_pow2(align))

@@ -566,13 +566,26 @@ WF_SLOW void os_lock_contended(void)
     } while (__atomic_exchange_n(&os.lock, 1, __ATOMIC_ACQUIRE));
 }
 
+/* Whether this thread is taking, holding or releasing the registry lock: a fork from a signal
+ * handler that interrupted it there must not wait for the lock (fork_prepare). Volatile, and
+ * fenced outside the lock's own atomics, because the handler that reads it is invisible to the
+ * compiler. */
+static __thread volatile int os_lock_mine __attribute__((tls_model("initial-exec")));
+
 WF_HOT void os_lock(void)
 {
+    os_lock_mine = 1;
+    __atomic_signal_fence(__ATOMIC_SEQ_CST);
     if (wf_unlikely(__atomic_exchange_n(&os.lock, 1, __ATOMIC_ACQUIRE)))
         os_lock_contended();
 }
 
-WF_HOT void os_unlock(void) { __atomic_store_n(&os.lock, 0, __ATOMIC_RELEASE); }
+WF_HOT void os_unlock(void)
+{
+    __atomic_store_n(&os.lock, 0, __ATOMIC_RELEASE);
+    __atomic_signal_fence(__ATOMIC_SEQ_CST);
+    os_lock_mine = 0;
+}
 
 /* Map nodes: mappings of their own (under the lock; errno left alone). */
 static void *os_node_alloc(size_t bytes)
@@ -1699,12 +1712,30 @@ WF_HOT void bg_check(void)
         bg_start();
 }
 
-/* Fork: the registry lock is the only lock on any path (the slabs and the large part take none). */
-static void fork_prepare(void) { os_lock(); }
-static void fork_parent(void) { os_unlock(); }
+/* Fork: the registry lock is the only lock on any path (the slabs and the large part take none).
+ * A fork from a handler that interrupted this thread's own section (or its wait for the lock)
+ * leaves the lock as it is in both processes: the interrupted call goes on and releases it
+ * (glibc's tst-mallocfork2 pattern; tests/api/fork_signal). Every other fork takes it. */
+static __thread int fork_kept_lock __attribute__((tls_model("initial-exec")));
+static void fork_prepare(void)
+{
+    fork_kept_lock = os_lock_mine;
+    if (!fork_kept_lock)
+        os_lock();
+}
+static void fork_parent(void)
+{
+    if (!fork_kept_lock)
+        os_unlock();
+    fork_kept_lock = 0;
+}
 static void fork_child(void)
 {
-    __atomic_store_n(&os.lock, 0, __ATOMIC_RELAXED);
+    if (!fork_kept_lock) {
+        __atomic_store_n(&os.lock, 0, __ATOMIC_RELAXED);
+        os_lock_mine = 0;
+    }
+    fork_kept_lock = 0;
     /* The release thread is not copied: the child starts its own when it needs one. */
     if (__atomic_load_n(&bg_state, __ATOMIC_RELAXED) == BG_RUNNING)
         __atomic_store_n(&bg_state, BG_NONE, __ATOMIC_RELAXED);

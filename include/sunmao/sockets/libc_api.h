@@ -290,6 +290,22 @@ SM_EXPORT void *SM_API(calloc)(size_t n, size_t size)
     return sm_socket_alloc(total, SM_MIN_ALIGN, SM_F_ZERO);
 }
 
+/* A realloc that must change the block: in place when the stack can, else moved. Out of line (not
+ * cold: growing strings come here often) so that realloc itself stays a few checks and the stack's
+ * code is not copied into it twice; the copy dominates this path's cost anyway. */
+static __attribute__((noinline)) void *sm_socket_realloc_change(void *ptr, size_t size, size_t usable)
+{
+    sm_mctx_t c = sm_mctx_block(ptr, 0, 0);
+    if (SM_NEXT_FN(resize)(&c, size))
+        return ptr;
+    void *moved = sm_socket_alloc(size, SM_MIN_ALIGN, 0);
+    if (!moved)
+        return size <= usable ? ptr : NULL; /* a shrink that cannot move still succeeds */
+    memcpy(moved, ptr, size < usable ? size : usable);
+    sm_socket_free(ptr, 0, 0);
+    return moved;
+}
+
 SM_EXPORT void *SM_API(realloc)(void *ptr, size_t size)
 {
     if (!ptr)
@@ -310,15 +326,7 @@ SM_EXPORT void *SM_API(realloc)(void *ptr, size_t size)
     /* Keep the block when it still fits and would not waste more than half of it. */
     if (size <= usable && size >= usable / 2)
         return ptr;
-    sm_mctx_t c = sm_mctx_block(ptr, 0, 0);
-    if (SM_NEXT_FN(resize)(&c, size))
-        return ptr;
-    void *moved = sm_socket_alloc(size, SM_MIN_ALIGN, 0);
-    if (!moved)
-        return size <= usable ? ptr : NULL; /* a shrink that cannot move still succeeds */
-    memcpy(moved, ptr, size < usable ? size : usable);
-    sm_socket_free(ptr, 0, 0);
-    return moved;
+    return sm_socket_realloc_change(ptr, size, usable);
 }
 
 SM_EXPORT void *SM_API(reallocarray)(void *ptr, size_t n, size_t size)

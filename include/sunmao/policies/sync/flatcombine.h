@@ -44,8 +44,13 @@ enum { sm_sync_flatcombine_thread_safe = 1 };
 
 SM_INLINE bool sm_sync_flatcombine_trylock(sm_sync_flatcombine_t *l)
 {
-    if (__atomic_load_n(&l->locked, __ATOMIC_RELAXED) || __atomic_exchange_n(&l->locked, 1, __ATOMIC_ACQUIRE))
+    if (__atomic_load_n(&l->locked, __ATOMIC_RELAXED))
         return false;
+    sm_sync_enter();
+    if (__atomic_exchange_n(&l->locked, 1, __ATOMIC_ACQUIRE)) {
+        sm_sync_leave();
+        return false;
+    }
     sm_sync_owner_take(&l->owner);
     return true;
 }
@@ -61,6 +66,7 @@ SM_INLINE void sm_sync_flatcombine_unlock(sm_sync_flatcombine_t *l)
 {
     sm_sync_owner_drop(&l->owner);
     __atomic_store_n(&l->locked, 0, __ATOMIC_RELEASE);
+    sm_sync_leave();
 }
 
 SM_INLINE void sm_sync_flatcombine_reinit(sm_sync_flatcombine_t *l)

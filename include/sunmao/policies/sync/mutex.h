@@ -15,6 +15,7 @@ enum { sm_sync_mutex_thread_safe = 1 };
 
 SM_INLINE void sm_sync_mutex_lock(sm_sync_mutex_t *l)
 {
+    sm_sync_enter();
     sm_plat_lock(&l->m);
     sm_sync_owner_take(&l->owner);
 }
@@ -22,11 +23,15 @@ SM_INLINE void sm_sync_mutex_unlock(sm_sync_mutex_t *l)
 {
     sm_sync_owner_drop(&l->owner);
     sm_plat_unlock(&l->m);
+    sm_sync_leave();
 }
 SM_INLINE bool sm_sync_mutex_trylock(sm_sync_mutex_t *l)
 {
-    if (!sm_plat_trylock(&l->m))
+    sm_sync_enter();
+    if (!sm_plat_trylock(&l->m)) {
+        sm_sync_leave();
         return false;
+    }
     sm_sync_owner_take(&l->owner);
     return true;
 }

@@ -5,8 +5,9 @@
  * as usual, so no other thread is inside a section when the process is copied.
  *
  * A policy that records its holder (spinlock, mutex, posix_spin, ticket, flatcombine) embeds an sm_sync_owner_t
- * named `owner`, takes it after it acquires (sm_sync_owner_take), drops it before it releases
- * (sm_sync_owner_drop), zeroes it in reinit, and gets its fork hooks
+ * named `owner`, calls sm_sync_enter before it tries to acquire, takes the owner word after it
+ * acquires (sm_sync_owner_take), drops it before it releases (sm_sync_owner_drop), calls
+ * sm_sync_leave after the release (or a failed try), zeroes the word in reinit, and gets its fork hooks
  * from SM_SYNC_FORK_BY_OWNER(policy):
  *   fork_lock(l)    take l for a fork, unless the calling thread holds it (kept: bit 0 of the
  *                   owner word marks it until the hook after the fork)
@@ -18,7 +19,7 @@
  * answer is exact for the calling thread, whatever the others do.
  * Policies whose waiters queue (mcslock, ccsynch, rcl) map the hooks to lock, unlock and reinit
  * (SM_SYNC_FORK_PLAIN): a fork from a handler that interrupted their section or their wait still
- * waits for ever there, as does a ticket waiter's (docs/reliability.md). */
+ * waits for ever there (docs/reliability.md). */
 #ifndef SUNMAO_POLICY_SYNC_OWNER_H
 #define SUNMAO_POLICY_SYNC_OWNER_H
 
@@ -42,25 +43,51 @@ SM_INLINE bool sm_sync_owner_is_self(const sm_sync_owner_t *o)
 static __thread unsigned sm_sync_held __attribute__((tls_model("initial-exec")));
 static __thread unsigned sm_sync_fork_holding __attribute__((tls_model("initial-exec")));
 
-SM_INLINE void sm_sync_owner_take(sm_sync_owner_t *o)
+/* The count is read by a signal handler that interrupts this thread (sm_sync_fork_begin), which
+ * the compiler does not see: plain increments of a TLS variable whose address never escapes were
+ * merged away (clang folded a section's ++ and -- across the opaque lock calls, leaving 0 inside
+ * it). Volatile accesses are plain moves that every access keeps, and the signal fences keep them
+ * on the outer side of the lock's own atomics.
+ * The count covers a lock from before its acquisition starts to after its release ends, wider
+ * than the owner word (set once acquired, cleared before the release): a handler that interrupts
+ * a thread between the two, lock held but owner not yet or no longer named, sees the thread as
+ * holding and waits only a bounded time for that lock. With a count as narrow as the owner word,
+ * that fork waited for ever on its own thread's lock (fork_signal under hslab, 1 run in a few
+ * in CI). */
+SM_INLINE void sm_sync_held_add(unsigned d) { *(volatile unsigned *)&sm_sync_held += d; }
+/* Before a lock's acquisition is tried; sm_sync_leave after its release, or after a failed try. */
+SM_INLINE void sm_sync_enter(void)
 {
-    sm_sync_owner_set(o);
-    sm_sync_held++;
+    sm_sync_held_add(1);
+    __atomic_signal_fence(__ATOMIC_SEQ_CST);
 }
-SM_INLINE void sm_sync_owner_drop(sm_sync_owner_t *o)
+SM_INLINE void sm_sync_leave(void)
 {
-    sm_sync_owner_clear(o);
-    sm_sync_held--;
+    __atomic_signal_fence(__ATOMIC_SEQ_CST);
+    sm_sync_held_add((unsigned)-1);
 }
+/* Once acquired, and before the release. */
+SM_INLINE void sm_sync_owner_take(sm_sync_owner_t *o) { sm_sync_owner_set(o); }
+SM_INLINE void sm_sync_owner_drop(sm_sync_owner_t *o) { sm_sync_owner_clear(o); }
 
 /* The socket's fork hooks bracket the layers' (sockets/libc_api.h). A fork that begins while its
  * thread holds none of these locks takes every lock, waiting as long as it must (the holders are
  * other threads, which go on). One that begins holding some (a handler that interrupted its own
- * section) could wait for ever on a lock whose holder waits for one of its own: it keeps its own,
- * and waits at most SM_SYNC_FORK_WAIT_MS for each of the others, then leaves that one to its holder
- * (not taken: the child must not use it, as POSIX asks of a child forked from a handler). */
-#define SM_SYNC_FORK_WAIT_MS 100
-SM_INLINE void sm_sync_fork_begin(void) { sm_sync_fork_holding = sm_sync_held != 0; }
+ * section) could wait for ever on a lock whose holder waits for one of its own, or for one the
+ * fork has just taken: it keeps its own, and waits for the others until SM_SYNC_FORK_WAIT_MS after
+ * the fork began, all locks together, then only tries each once; a lock it cannot get is left to
+ * its holder (not taken: the child must not use it, as POSIX asks of a child forked from a
+ * handler). A budget per lock (100 ms each) was not enough: a holder waiting for the map lock the
+ * fork had taken cost every fork 100 ms, and a signal storm then left the interrupted thread no
+ * time to run (fork_signal under hslab, 1 run in 6). */
+#define SM_SYNC_FORK_WAIT_MS 5
+static __thread uint64_t sm_sync_fork_until __attribute__((tls_model("initial-exec")));
+SM_INLINE void sm_sync_fork_begin(void)
+{
+    sm_sync_fork_holding = __atomic_load_n(&sm_sync_held, __ATOMIC_RELAXED) != 0;
+    if (sm_sync_fork_holding)
+        sm_sync_fork_until = sm_plat_now_ns() + (uint64_t)SM_SYNC_FORK_WAIT_MS * 1000000u;
+}
 SM_INLINE void sm_sync_fork_end(void) { sm_sync_fork_holding = 0; }
 
 /* After fork_lock, l's owner word says what it did: self | 1 kept (held by the interrupted
@@ -87,8 +114,7 @@ SM_INLINE int sm_sync_owner_fork_state(sm_sync_owner_t *o)
             sm_sync_##P##_lock(l);                                                     \
             return;                                                                    \
         }                                                                              \
-        uint64_t until = sm_plat_now_ns() + (uint64_t)SM_SYNC_FORK_WAIT_MS * 1000000u; \
-        while (!sm_sync_##P##_trylock(l) && sm_plat_now_ns() < until)                  \
+        while (!sm_sync_##P##_trylock(l) && sm_plat_now_ns() < sm_sync_fork_until)     \
             sm_plat_yield();                                                           \
     }                                                                                  \
     SM_INLINE void sm_sync_##P##_fork_unlock(sm_sync_##P##_t *l)                       \
@@ -100,7 +126,7 @@ SM_INLINE int sm_sync_owner_fork_state(sm_sync_owner_t *o)
     {                                                                                  \
         if (sm_sync_owner_fork_state(&l->owner) == SM_SYNC_FORK_TAKEN) {               \
             sm_sync_##P##_reinit(l);                                                   \
-            sm_sync_held--; /* taken in prepare, gone with the re-creation */          \
+            sm_sync_held_add((unsigned)-1); /* taken in prepare, gone with the re-creation */          \
         }                                                                              \
     }
 

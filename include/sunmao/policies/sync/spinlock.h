@@ -23,6 +23,7 @@ SM_SLOWPATH void sm_sync_spinlock_contended(sm_sync_spinlock_t *l)
 
 SM_INLINE void sm_sync_spinlock_lock(sm_sync_spinlock_t *l)
 {
+    sm_sync_enter();
     if (sm_unlikely(__atomic_exchange_n(&l->locked, 1, __ATOMIC_ACQUIRE)))
         sm_sync_spinlock_contended(l);
     sm_sync_owner_take(&l->owner);
@@ -31,8 +32,13 @@ SM_INLINE void sm_sync_spinlock_lock(sm_sync_spinlock_t *l)
 /* True if the lock was free and is now held; never waits. */
 SM_INLINE bool sm_sync_spinlock_trylock(sm_sync_spinlock_t *l)
 {
-    if (__atomic_load_n(&l->locked, __ATOMIC_RELAXED) || __atomic_exchange_n(&l->locked, 1, __ATOMIC_ACQUIRE))
+    if (__atomic_load_n(&l->locked, __ATOMIC_RELAXED))
         return false;
+    sm_sync_enter();
+    if (__atomic_exchange_n(&l->locked, 1, __ATOMIC_ACQUIRE)) {
+        sm_sync_leave();
+        return false;
+    }
     sm_sync_owner_take(&l->owner);
     return true;
 }
@@ -41,6 +47,7 @@ SM_INLINE void sm_sync_spinlock_unlock(sm_sync_spinlock_t *l)
 {
     sm_sync_owner_drop(&l->owner);
     __atomic_store_n(&l->locked, 0, __ATOMIC_RELEASE);
+    sm_sync_leave();
 }
 SM_INLINE void sm_sync_spinlock_reinit(sm_sync_spinlock_t *l)
 {

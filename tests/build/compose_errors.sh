@@ -8,7 +8,8 @@ cd "${SM_ROOT:-$(dirname "$0")/../..}" || { echo "not ok compose: setup: cannot 
 out="${BUILD:-build}/compose"
 mkdir -p "$out"
 
-# case | extra flags | the error message expected ('' = must build)
+# case | extra flags | the error message expected ('' = must build). -Wno-error: the build's default
+# flags (no -Werror), under which a bad composition must still be an error (core/layer.h's pragma).
 cases=$(cat <<'LIST'
 tc_over_tlsf||cache: its next layer heap lacks capability BATCH (refills and releases move objects of one class in batches)
 tc_over_tlsf||cache: its next layer heap lacks capability OWNER (an unsized free finds its list with owner_slot)
@@ -16,6 +17,13 @@ tc_sizeclass_mismatch||cache: its sizeclass policy differs from that of its next
 decay_grow_over_brk||large: its next layer os lacks capability MAPPING (remap and split, for SM_OPT_GROW 1)
 decay_grow_over_brk|-DGROW=0|
 tc_over_passthrough||
+policy_not_included|-Wno-error|unknown type name
+policy_not_included|-DINCLUDED=1|
+tc_over_tlsf_spin|-Wno-error|thread_cache: policy slot 'sizeclass' is empty
+tc_over_tlsf_spin|-Wno-error -DWITH_SIZECLASS=1|cache: its next layer heap lacks capability BATCH
+unknown_names|-Wno-error|
+unknown_names|-Wno-error -DBAD_NEXT=1|implicit declaration of function
+unknown_names|-Wno-error -DBAD_POLICY=1|unknown type name
 LIST
 )
 

@@ -63,6 +63,11 @@
 #include "capability.h"
 #include "release.h"
 
+/* A composition that calls what no header declared (a misspelt layer or policy name, a policy whose
+ * header is not there) is an error whatever the build's flags: C99 removed implicit declarations,
+ * and GCC 12 only warns, then links a library with undefined symbols that crashes at load. */
+#pragma GCC diagnostic error "-Wimplicit-function-declaration"
+
 /* Name of this instance's function or object `name`, and of the next instance's. */
 #define SM_FN(name)      SM_CAT3(SM_LAYER, _, name)
 #define SM_NEXT_FN(name) SM_CAT3(SM_NEXT, _, name)

@@ -33,6 +33,17 @@
 #include "../core/bits.h"
 #include "../core/compiler.h"
 
+/* Failure injection, for test builds only (-DSM_PLAT_FAULTS, tests/build/faults.sh): each memory
+ * call asks sm_plat_fault_due, which the test program defines, and fails as the kernel would when
+ * it answers true. A normal build compiles the check away. */
+enum sm_plat_op { SM_PLAT_OP_MAP, SM_PLAT_OP_REMAP, SM_PLAT_OP_PURGE, SM_PLAT_OP_SBRK, SM_PLAT_OPS };
+#ifdef SM_PLAT_FAULTS
+extern bool sm_plat_fault_due(int op); /* op: an enum sm_plat_op */
+#define SM_PLAT_FAULT(op) sm_unlikely(sm_plat_fault_due(op))
+#else
+#define SM_PLAT_FAULT(op) 0
+#endif
+
 /* The page size is read from the kernel at run time (4 KiB, 16 KiB and 64 KiB kernels exist). */
 static inline size_t sm_plat_page_size(void)
 {
@@ -50,7 +61,7 @@ static inline size_t sm_plat_page_size(void)
 /* Fresh zero-filled pages, or NULL with errno = ENOMEM. size is rounded up to pages. */
 static inline void *sm_plat_map(size_t size)
 {
-    if (size == 0 || size > SIZE_MAX / 2) {
+    if (size == 0 || size > SIZE_MAX / 2 || SM_PLAT_FAULT(SM_PLAT_OP_MAP)) {
         errno = ENOMEM;
         return NULL;
     }
@@ -94,6 +105,10 @@ static inline void *sm_plat_map_aligned(size_t size, size_t align)
 /* Grow or shrink a mapping without moving it; -1 (errno set) when the pages after it are taken. */
 static inline int sm_plat_remap_inplace(void *p, size_t old_size, size_t new_size)
 {
+    if (SM_PLAT_FAULT(SM_PLAT_OP_REMAP)) {
+        errno = ENOMEM;
+        return -1;
+    }
     return mremap(p, old_size, new_size, 0) == MAP_FAILED ? -1 : 0;
 }
 
@@ -101,6 +116,10 @@ static inline int sm_plat_remap_inplace(void *p, size_t old_size, size_t new_siz
  * (it is replaced), carrying the pages, not copying them; -1 (errno set) leaves both as they were. */
 static inline int sm_plat_remap_to(void *p, size_t old_size, size_t new_size, void *dest)
 {
+    if (SM_PLAT_FAULT(SM_PLAT_OP_REMAP)) {
+        errno = ENOMEM;
+        return -1;
+    }
     return mremap(p, old_size, new_size, MREMAP_MAYMOVE | MREMAP_FIXED, dest) == dest ? 0 : -1;
 }
 
@@ -108,6 +127,10 @@ static inline int sm_plat_remap_to(void *p, size_t old_size, size_t new_size, vo
  * monitoring reads); MADV_FREE lets the kernel reclaim lazily and is cheaper to reuse. */
 static inline int sm_plat_purge(void *p, size_t size, bool lazy)
 {
+    if (SM_PLAT_FAULT(SM_PLAT_OP_PURGE)) {
+        errno = EAGAIN;
+        return -1;
+    }
 #ifdef MADV_FREE
     if (lazy && madvise(p, size, MADV_FREE) == 0)
         return 0;
@@ -198,7 +221,7 @@ static inline void sm_plat_sleep_ms(uint64_t ms)
 /* Move the program break; returns the old break or NULL with errno = ENOMEM. */
 static inline void *sm_plat_sbrk(intptr_t incr)
 {
-    void *p = sbrk(incr);
+    void *p = incr && SM_PLAT_FAULT(SM_PLAT_OP_SBRK) ? (void *)-1 : sbrk(incr);
     if (p == (void *)-1) {
         errno = ENOMEM;
         return NULL;

@@ -11,7 +11,9 @@
  *            lazy) drop pages, keep them mapped (not lazy: they read as zero); sm_plat_hint_huge;
  *            sm_plat_remap_inplace(p, old, new) 0/-1 without moving; sm_plat_remap_to(p, old, new,
  *            dest) move onto a range the caller mapped; sm_plat_sbrk(incr) old break or NULL;
- *            sm_plat_protect(p, n, accessible) 0/-1 (n = 0: whether pages can be protected here)
+ *            sm_plat_protect(p, n, accessible) 0/-1 (n = 0: whether pages can be protected here);
+ *            built with -DSM_PLAT_FAULTS, map, remap, purge and break calls first ask the test's
+ *            sm_plat_fault_due(op) and fail as the kernel would (tests/build/faults.sh)
  *   time     sm_plat_now_ms() monotonic, ms, coarse (never a system call on Linux); sm_plat_now_ns()
  *            monotonic, precise; sm_plat_cycles() the cycle counter (or ns where none);
  *            sm_plat_sleep_ms(ms); sm_plat_wait_while(word, value, timeout_ms) / sm_plat_wake(word)

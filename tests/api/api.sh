@@ -1,17 +1,38 @@
 #!/usr/bin/env bash
-# malloc API conformance, C++ operator forms, fork + threads, early allocation and dlopen, for
+# malloc API conformance, C++ operator forms, fork + threads, early allocation and dlopen,
+# RLIMIT_AS near the working set (rlimit_as), for
 # every instance in $INSTANCES. Case names: <inst>/preload/<case> (program run with
 # LD_PRELOAD=lib<inst>.so), <inst>/linked/<case> (api_conformance built against libsm_<inst>.a,
 # prefixed API), <inst>/dlopen/<case> (lib<inst>.so dlopen'ed by a program that is not preloaded).
 # glibc/baseline: api_conformance passes with glibc's malloc (validates the test itself) and
 # records glibc's implementation-defined answers; <inst>/preload/realloc0_matches_glibc checks the
 # instance gives the same answer for realloc(p, 0) (glibc: frees p, returns NULL).
+for arg in "$@"; do
+    case "$arg" in
+        -h | --help)
+            cat <<'USAGE'
+usage: tests/api/api.sh [-h|--help]        (one of the tests that tests/run.sh and make test run)
+
+Checks the malloc API of every instance: api_conformance, the C++ operator forms, fork with
+threads and from a signal handler, allocation before main and through dlopen, the address space
+running out (RLIMIT_AS); each program run
+with LD_PRELOAD=lib<inst>.so, api_conformance also linked against libsm_<inst>.a (prefixed API).
+glibc's malloc runs api_conformance first, to validate the test itself.
+Prints `ok api: <inst>/<mode>/<case>` or `not ok api: ...: <why>` per case.
+
+Environment: BUILD (default build: the libraries and $BUILD/tests/api/*), INSTANCES (the
+instances to test; empty: one skip line), SM_ROOT (repository root), CC (for the linked builds).
+USAGE
+            exit 0 ;;
+        -*) echo "tests/api/api.sh: unknown option '$arg' (see --help)" >&2; exit 2 ;;
+    esac
+done
 SM_NS=api
 . "$(dirname "$0")/driver_lib.bash"
 sm_require_instances
 
 T="$SM_BUILD/tests/api"
-for b in api_conformance cxx_forms fork_threads fork_signal early_dlopen; do
+for b in api_conformance cxx_forms fork_threads fork_signal early_dlopen rlimit_as; do
     sm_need_bin "$T/$b" || exit 1
 done
 
@@ -49,6 +70,7 @@ for inst in $INSTANCES; do
     *) sm_run "$inst/preload" 150 "$lib" "$T/fork_signal" 200 20 ;;
     esac
     sm_run "$inst/preload" 30 "$lib" "$T/early_dlopen"
+    sm_run "$inst/preload" 60 "$lib" "$T/rlimit_as"
     unset SM_EXPECT_MALLOC_FROM
 
     sm_run "$inst/dlopen" 30 "" "$T/early_dlopen" "$lib"

@@ -18,6 +18,8 @@
  *                       failure serves every request
  *   purge_fails         frees, trims and the release clock with every purge failing: no block is
  *                       lost or damaged, and the allocator serves again afterwards
+ *   break_refused       with only the break refusing to move, every request is served (brk_heap
+ *                       goes on in mapped pages)
  *   usable_after        every size range served and verified once the OS answers again */
 #include <errno.h>
 #include <stdatomic.h>
@@ -317,6 +319,21 @@ static void purge_fails(void)
     printf("# %s purge_fails: %ld purges failed\n", SM_TEST_NAME, atomic_load(&injected[OP_PURGE]));
 }
 
+/* The break refuses to move (RLIMIT_DATA, a mapping above it, valgrind's fixed break segment):
+ * instances over brk_heap go on in mapped pages; the others never ask for the break. */
+static void break_refused(void)
+{
+    atomic_store(&fail_mask, BIT(OP_SBRK));
+    unsigned bad = 0;
+    unsigned refused = workload(&bad);
+    faults_off();
+    CHECKF(refused == 0 && bad == 0, "%u refused, %u wrong with only the break refused (%ld sbrk calls failed)",
+           refused, bad, atomic_load(&injected[OP_SBRK]));
+    free_all_checked("with the break refused");
+    printf("# %s break_refused: %ld sbrk calls failed\n", SM_TEST_NAME,
+           atomic_load(&injected[OP_SBRK]));
+}
+
 static void usable_after(void)
 {
     faults_off();
@@ -345,6 +362,7 @@ int main(void)
     RUN_CASE(exhaustion);
     RUN_CASE(nth_call_fails);
     RUN_CASE(purge_fails);
+    RUN_CASE(break_refused);
     RUN_CASE(usable_after);
     return check_end();
 }

@@ -14,7 +14,9 @@
  * the old one becomes a free block). Freed blocks go on one address-ordered free list, merged
  * with free neighbours, and are reused first-fit; a free block that reaches the top of the run is
  * handed back to the break, which is lowered once GROWTH bytes or more lie unused above the top
- * and only if the break is still where we left it. Free-list operations walk the list: the layer
+ * and only if the break is still where we left it. When the break cannot move at all, a run
+ * continues in pages mapped for it (never lowered; reused through the free list like the rest).
+ * Free-list operations walk the list: the layer
  * is meant to feed a core layer that asks for large chunks, rarely.
  *
  * Every block's first page is recorded in a page map (nodes from sm_plat_map, since the break itself
@@ -148,8 +150,14 @@ static bool SM_FN(extend_locked)(size_t need)
         return false;
     }
     char *old = (char *)sm_plat_sbrk((intptr_t)incr);
-    if (!old)
-        return false;
+    if (!old) {
+        /* The break cannot move (a mapping right above it, RLIMIT_DATA, valgrind's fixed break
+         * segment): the run goes on in pages of our own, as a run the break did not make. It is
+         * never lowered: trim_locked finds the break elsewhere. NULL again, ENOMEM stays set. */
+        old = (char *)sm_plat_map(incr);
+        if (!old)
+            return false;
+    }
     if (old == SM_FN(obj).brk_end) {
         SM_FN(obj).brk_end = old + incr;
         return true;

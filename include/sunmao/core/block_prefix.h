@@ -22,7 +22,11 @@
  *                                          lies inside it) whose header `verifies(p, alog)`. The
  *                                          first such alog, or 0. *below16: the usable size of the
  *                                          next layer's live block 16 bytes below p, 0 if none.
- *                                          Reads nothing the next layer does not call its own.
+ *                                          Reads nothing the next layer does not call its own,
+ *                                          and asks with SM_F_PROBE, so a header layer below
+ *                                          (tail_chksum under delayed_free) does not read its own
+ *                                          header in place at a candidate: free() of a page from
+ *                                          mmap crashed sunmao-secure there (bad_input free_mmap).
  *   void L_prefix_words(const char *p, uint64_t w[2])  the 16 bytes before p, for a p that may not
  *                                          be the layer's own: under AddressSanitizer those can be
  *                                          another allocator's redzone, legitimately read here, so
@@ -70,7 +74,7 @@ SM_SLOWPATH SM_UNUSED unsigned SM_FN(prefix_find)(char *p, bool (*verifies)(cons
         uintptr_t a = (uintptr_t)1 << alog;
         if (a > a_top || a >= sm_addr(p))
             break;
-        sm_mctx_t m = sm_mctx_block(p - a, 0, 0);
+        sm_mctx_t m = sm_mctx_block(p - a, 0, SM_F_PROBE); /* below p's page: maybe unmapped */
         if (!SM_NEXT_FN(getmeta)(&m) || m.usable < a)
             continue;
         if (alog == 4)

@@ -17,6 +17,10 @@ enum {
                            * metadata), which size_handle's SM_SIZE_USER tells apart */
     SM_F_OWNER = 1u << 4, /* free: owner_word holds ptr's owner word, read by a layer above
                            * (capability OWNER, core/capability.h); without it the field is unset */
+    SM_F_PROBE = 1u << 5, /* getmeta: ptr is a candidate nobody has checked (core/block_prefix.h
+                           * searching below a pointer), and its page may not be mapped: answer
+                           * from records, reading memory only where a layer below has confirmed a
+                           * live block, and report nothing (a miss is the expected answer) */
 };
 
 typedef struct sm_mctx {

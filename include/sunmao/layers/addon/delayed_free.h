@@ -572,9 +572,19 @@ SM_INLINE void SM_FN(free)(sm_mctx_t *c)
     SM_FN(free_miss)(c);
 }
 
+SM_SLOWPATH uint64_t SM_FN(probe_info)(char *p)
+{
+    struct SM_FN(hdr) *h = SM_FN(header_of)(p);
+    return h && SM_FN(info_state)(h->info) == SM_FN(s_live) ? h->info : 0;
+}
+
+/* SM_F_PROBE (a candidate from a search above, its page maybe unmapped): only the careful look,
+ * which reads nothing the next layer has not confirmed. */
 SM_INLINE bool SM_FN(getmeta)(sm_mctx_t *c)
 {
-    uint64_t info = c->ptr ? SM_FN(live_info)((char *)c->ptr) : 0;
+    uint64_t info = !c->ptr                   ? 0
+                    : (c->flags & SM_F_PROBE) ? SM_FN(probe_info)((char *)c->ptr)
+                                              : SM_FN(live_info)((char *)c->ptr);
     if (!info)
         return false;
     c->usable = SM_FN(info_size)(info);

@@ -437,11 +437,31 @@ SM_INLINE void SM_FN(free)(sm_mctx_t *c)
     SM_FN(free_miss)(c);
 }
 
+/* getmeta of a candidate (SM_F_PROBE): a block of ours only where the next layer confirms a live
+ * block and the header there verifies; nothing is read before that, nothing reported. */
+SM_SLOWPATH bool SM_FN(probe_meta)(sm_mctx_t *c)
+{
+    char *p = (char *)c->ptr;
+    size_t below16;
+    uint64_t h[2], info;
+    if (!SM_FN(prefix_find)(p, SM_FN(verifies), &below16))
+        return false;
+    SM_FN(prefix_words)(p, h);
+    uint64_t d = SM_FN(tag_of)(p, h, &info);
+    if (d != 0 && d != SM_TAILCK_REPORTED) /* freed or leaked: not the program's */
+        return false;
+    c->usable = SM_FN(info_size)(info);
+    c->owner = SM_LAYER_NAME;
+    return true;
+}
+
 SM_INLINE bool SM_FN(getmeta)(sm_mctx_t *c)
 {
     char *p = (char *)c->ptr;
     uint64_t info, k;
     size_t n;
+    if (sm_unlikely(c->flags & SM_F_PROBE))
+        return SM_FN(probe_meta)(c);
     if (sm_likely(SM_FN(intact)(p, SM_OPT_CHECK_REALLOC, &info, &k)))
         n = SM_FN(info_size)(info);
     else if (SM_FN(held)(p, "realloc or malloc_usable_size", &info, &n) > SM_FN(s_reported))

@@ -41,7 +41,7 @@ TEST_SUPPORT := $(wildcard tests/support/*.h)
 # The wcet_stat meter for any allocator (bench/lib/wcetstat.c, bench/README.md): not an instance.
 WCETSTAT   := $(BUILD)/bench/libwcetstat.so
 
-.PHONY: all libs static-libs tests test bench install uninstall clean deps check-headers check-layering
+.PHONY: all libs static-libs tests test bench install uninstall clean deps check-headers check-layering stress fuzz help
 all: libs tests $(WCETSTAT)
 
 libs: $(SHARED_LIBS) $(STATIC_LIBS)
@@ -91,11 +91,65 @@ deps:
 	@AUTO_DEPS=$(AUTO_DEPS) tools/ensure-deps.sh build
 
 # The README's test command: builds (going on past failures, so the summary still counts them),
-# then runs every test; the last line is the summary.
+# then runs every test; the last line is the summary, also when a test fails. make itself would
+# print "make: *** [Makefile:NN: test] Error 1" after it: instead, the recipe stops make with
+# SIGPIPE, which make does not catch and shells do not report, so make exits with status 141 and
+# says nothing. Not where make has to go on (-k, -i, goals other than test), buffers the recipe's
+# output (--output-sync: the output would be lost) or is a sub-make (its parent reports the failure
+# anyway): there the recipe just fails.
+MAKE_LETTERS = $(firstword -$(MAKEFLAGS))
+TEST_STOPS_MAKE = $(if $(filter 0,$(MAKELEVEL)),$(if $(filter-out test,$(MAKECMDGOALS))$(findstring k,$(MAKE_LETTERS))$(findstring \
+	i,$(MAKE_LETTERS))$(filter-out -Onone,$(filter -O%,$(MAKEFLAGS))),,1))
 test: deps
 	@mkdir -p $(BUILD); echo "building (log: $(BUILD)/build.log)"; \
 	$(MAKE) --no-print-directory -k all >$(BUILD)/build.log 2>&1; \
-	BUILD_RC=$$? BUILD=$(BUILD) INSTANCES="$(INSTANCES)" tests/run.sh
+	BUILD_RC=$$? BUILD=$(BUILD) INSTANCES="$(INSTANCES)" tests/run.sh; rc=$$?; \
+	if [ $$rc -ne 0 ] && [ "$(TEST_STOPS_MAKE)" = 1 ]; then \
+	    case "$$(cat /proc/$$PPID/comm 2>/dev/null)" in *make*) kill -PIPE $$PPID ;; esac; \
+	fi; exit $$rc
+
+# `make help`: the targets and variables. Keep it in step with the rules.
+help:
+	@printf '%s\n' \
+	'usage: make [TARGET...] [VARIABLE=value...]' \
+	'' \
+	'Targets:' \
+	'  all             libraries, test programs and the wcet_stat meter (the default target)' \
+	'  libs            $(BUILD)/libNAME.so (drop-in malloc) and libsm_NAME.a (prefixed API) per instances/NAME.c' \
+	'  static-libs     only the libsm_NAME.a' \
+	'  tests           the unit and API test programs' \
+	'  test            build (going on past errors), then run every test (tests/run.sh --help);' \
+	'                  the last line is "N passed, N failed[, N skipped]", the status non-zero on a failure' \
+	'  bench           build, install the peer allocators if missing, run the comparison and write' \
+	'                  bench/results/DATE.md (bench/README.md, bench/run.sh --help)' \
+	'  install         libraries and headers into $(DESTDIR)$(PREFIX) (docs/install.md)' \
+	'  uninstall       remove what install put there' \
+	'  deb             build Debian packages (debian/)' \
+	'  stress          the long stress tier: every instance, new seeds, STRESS_MINUTES (tools/stress-long.sh)' \
+	'  fuzz            the differential fuzzer, FUZZ_SECONDS per instance, new coverage merged into the corpus' \
+	'  deps            install the Debian packages the build needs, if missing (tools/ensure-deps.sh)' \
+	'  check-headers   every public header compiles on its own (tools/check-headers.sh)' \
+	'  check-layering  the include graph is one-way (tools/check-layering.sh)' \
+	'  clean           remove $(BUILD)/' \
+	'  help            this text' \
+	'' \
+	'Variables (now):' \
+	'  CC, CXX         compilers ($(CC), $(CXX))' \
+	'  BUILD           build directory ($(BUILD))' \
+	'  OPT             optimisation flags ($(OPT))' \
+	'  WERROR=1        warnings are errors' \
+	'  SAN=FLAGS       sanitizer flags for the build, e.g. SAN=-fsanitize=address,undefined' \
+	'  AUTO_DEPS=0     never run apt-get, only report missing packages (now $(AUTO_DEPS))' \
+	'  PREFIX          install prefix ($(PREFIX))' \
+	'  LIBDIR          where install puts the libraries ($(or $(LIBDIR),$(PREFIX)/lib))' \
+	'  DESTDIR         staging root prepended to every install path (packages)' \
+	'  TEST_FILTER=RE  make test: only the tests whose name matches, e.g. TEST_FILTER=build/headers' \
+	'  QUICK=1         make bench: one round, small parameters (about 3 min)' \
+	'  BENCH=LIST      make bench: workloads or groups, e.g. BENCH=larson,redis' \
+	'  ALLOCS=LIST     make bench: allocators, e.g. ALLOCS=glibc,mimalloc,sunmao' \
+	'  BASELINE, ROUNDS, TIMEOUT  make bench: see bench/run.sh --help' \
+	'  STRESS_MINUTES  make stress: how long ($(STRESS_MINUTES))' \
+	'  FUZZ_SECONDS    make fuzz: per instance ($(FUZZ_SECONDS))'
 
 check-headers:
 	@tools/check-headers.sh
@@ -105,6 +159,14 @@ check-layering:
 bench: deps libs $(WCETSTAT)
 	@AUTO_DEPS=$(AUTO_DEPS) tools/ensure-deps.sh bench
 	@BUILD=$(BUILD) INSTANCES="$(INSTANCES)" bench/run.sh
+
+# The long tiers of the reliability suite (docs/reliability.md): make test runs each briefly.
+STRESS_MINUTES ?= 10
+FUZZ_SECONDS   ?= 600
+stress: deps all
+	@BUILD=$(BUILD) INSTANCES="$(INSTANCES)" tools/stress-long.sh $(STRESS_MINUTES)
+fuzz: deps
+	@BUILD=$(BUILD) INSTANCES="$(INSTANCES)" FUZZ_SECONDS=$(FUZZ_SECONDS) FUZZ_MERGE=1 tests/fuzz/fuzz.sh
 
 install: libs
 	install -d $(DESTDIR)$(PREFIX)/lib $(DESTDIR)$(PREFIX)/include

@@ -5,6 +5,30 @@
 # A program that exits non-zero without reporting a failed case counts as one failed case.
 # Environment: BUILD (build dir), INSTANCES (allocator instances built), TEST_FILTER (regex on names).
 set -u
+usage() {
+    cat <<'USAGE'
+usage: tests/run.sh [-h|--help]        (or: make test)
+
+Runs the unit test binaries ($BUILD/tests/unit/*) and every executable tests/*/*.sh script,
+one line per test program with its counts (the full output goes to $BUILD/test-logs/), then
+the summary line `N passed, N failed[, N skipped]` last. Exits 1 when anything failed.
+`make test` builds first (going on past errors) and then runs this script.
+
+Environment:
+  BUILD        build directory (default build)
+  INSTANCES    allocator instances to test, each $BUILD/lib<name>.so; empty (the default) skips
+               the per-instance tests, make test passes every instances/*.c
+  TEST_FILTER  regular expression on test names such as unit/tlsf_glk or build/headers (default: all)
+  BUILD_RC     status of the build before (make test sets it; non-zero counts as a failed case)
+The scripts get BUILD, INSTANCES and SM_ROOT (the repository root) in their environment.
+USAGE
+}
+for arg in "$@"; do
+    case "$arg" in
+        -h | --help) usage; exit 0 ;;
+        -*) echo "tests/run.sh: unknown option '$arg' (see --help)" >&2; exit 2 ;;
+    esac
+done
 cd "$(dirname "$0")/.."
 export BUILD="${BUILD:-build}" INSTANCES="${INSTANCES:-}"
 export SM_ROOT="$PWD"
@@ -33,7 +57,8 @@ run_one() { # name, command...
     if [ "$notok" -gt 0 ]; then
         failures+=("$name")
         grep '^not ok ' "$log" | head -20 | sed 's/^/    /'
-        tail -5 "$log" | grep -v '^ok ' | sed 's/^/    | /'
+        # the log's last lines for context, less those shown already (case lines)
+        tail -5 "$log" | grep -Ev '^(ok|not ok) ' | sed 's/^/    | /'
     fi
 }
 

@@ -33,6 +33,29 @@
 # A template header without a @check line fails, unless the table at the end of this script
 # (FALLBACK, same syntax, `path: tokens`) has an entry for it; the in-header line wins.
 set -u -f
+args=()
+while [ $# -gt 0 ]; do
+    case "$1" in
+        -h | --help)
+            cat <<'USAGE'
+usage: tools/check-headers.sh [-h|--help] [--] [header ...]     (or: make check-headers)
+
+Checks that each public header compiles on its own (-Wall -Wextra -Werror; a template header
+with the instantiation its `@check:` line gives) and opens with a comment saying what it is.
+Prints `ok headers: <path>` or `not ok headers: <path>: <why>` per header; exits 1 if any failed.
+Headers are paths from the repository root (default: every include/**/*.h); the comment at the
+top of this script describes the @check syntax.
+
+Environment: CC (default cc), HEADER_CFLAGS (extra compiler flags).
+USAGE
+            exit 0 ;;
+        --) shift; args+=("$@"); break ;;
+        -*) echo "tools/check-headers.sh: unknown option '$1' (see --help)" >&2; exit 2 ;;
+        *) args+=("$1") ;;
+    esac
+    shift
+done
+set -- "${args[@]+"${args[@]}"}"
 cd "$(dirname "$0")/.." || { echo "check-headers: cannot cd to the repository root" >&2; exit 2; }
 CC="${CC:-cc}"
 command -v "$CC" >/dev/null 2>&1 || { echo "check-headers: compiler '$CC' not found" >&2; exit 2; }

@@ -31,6 +31,29 @@
 # Usage: tools/check-layering.sh [file ...]   (default: every include/**/*.h and instances/*.c)
 # Prints one line per file: ok layering: <path> | not ok layering: <path>: <why>; exits 1 on failure.
 set -u -f
+args=()
+while [ $# -gt 0 ]; do
+    case "$1" in
+        -h | --help)
+            cat <<'USAGE'
+usage: tools/check-layering.sh [-h|--help] [--] [file ...]     (or: make check-layering)
+
+Checks that the include graph is one-way (core <- platform <- policies <- os/layers/sockets <-
+instances) and that only the platform layer includes system headers beyond the freestanding
+ones; the rules are in the comment at the top of this script.
+Prints `ok layering: <path>` or `not ok layering: <path>: <why>` per file; exits 1 on a failure.
+Files are paths from the repository root (default: every include/**/*.h and instances/*.c).
+
+Environment: none.
+USAGE
+            exit 0 ;;
+        --) shift; args+=("$@"); break ;;
+        -*) echo "tools/check-layering.sh: unknown option '$1' (see --help)" >&2; exit 2 ;;
+        *) args+=("$1") ;;
+    esac
+    shift
+done
+set -- "${args[@]+"${args[@]}"}"
 cd "$(dirname "$0")/.." || { echo "check-layering: cannot cd to the repository root" >&2; exit 2; }
 root="$PWD"
 

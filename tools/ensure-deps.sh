@@ -2,11 +2,30 @@
 # Installs the Debian packages a target needs, only those missing. Usage: ensure-deps.sh build|bench
 # Set AUTO_DEPS=0 to only report what is missing (no apt-get).
 set -u
+case "${1:-}" in
+    -h | --help)
+        cat <<'USAGE'
+usage: tools/ensure-deps.sh [-h|--help] [build|bench]     (or: make deps; make bench runs both)
+
+Installs with apt-get (through sudo when not root) the Debian packages that a target needs and
+that are not installed yet; does nothing when all are there.
+  build   compilers and tools for make, make test (default)
+  bench   the peer allocators (jemalloc, tcmalloc, mimalloc), redis, sqlite3, gnuplot, ...
+
+Environment: AUTO_DEPS=0 only reports what is missing and installs nothing (default 1).
+USAGE
+        exit 0 ;;
+    -*) echo "tools/ensure-deps.sh: unknown option '$1' (see --help)" >&2; exit 2 ;;
+esac
 case "${1:-build}" in
-    build) pkgs="gcc g++ make clang python3 sqlite3 binutils" ;;
+    # libclang-rt-dev and libfuzzer-N-dev (N: clang's major version, resolved below): the fuzzer
+    # (tests/fuzz/fuzz.sh) builds with clang's ASan and libFuzzer.
+    build) pkgs="gcc g++ make clang python3 sqlite3 binutils libclang-rt-dev libfuzzer-CLANG-dev" ;;
     bench) pkgs="libjemalloc2 libtcmalloc-minimal4 libmimalloc2.0 redis-server redis-tools sqlite3 python3 gnuplot-nox time" ;;
     *) echo "ensure-deps.sh: unknown target '$1' (expected build or bench)" >&2; exit 2 ;;
 esac
+clang_major=$(clang --version 2>/dev/null | sed -n 's/.*clang version \([0-9][0-9]*\).*/\1/p' | head -1)
+pkgs="${pkgs//libfuzzer-CLANG-dev/libfuzzer-${clang_major:-14}-dev}"
 missing=()
 for p in $pkgs; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")

@@ -32,7 +32,8 @@ case "${1:-}" in
 --check) mode=check ;;
 --rows) mode=rows ;;
 -h | --help) sed -n '2,7p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
-*) echo "options-table: unknown argument '$1' (--check, --rows)" >&2; exit 2 ;;
+-*) echo "tools/options-table.sh: unknown option '$1' (see --help)" >&2; exit 2 ;;
+*) echo "tools/options-table.sh: unknown argument '$1' (--check, --rows; see --help)" >&2; exit 2 ;;
 esac
 out=docs/options.md
 

@@ -32,6 +32,13 @@ def walk(n):
 
 
 def main():
+    for a in sys.argv[1:]:
+        if a in ("-h", "--help"):
+            print(__doc__)
+            sys.exit(0)
+        if a.startswith("-"):
+            sys.stderr.write("pyalloc.py: unknown option '%s' (see --help)\n" % a)
+            sys.exit(2)
     scale = int(sys.argv[1]) if len(sys.argv) > 1 else 20
     h = hashlib.sha256()
     for r in range(scale):

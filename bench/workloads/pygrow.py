@@ -132,6 +132,13 @@ def fingerprint(obj):
 
 
 def main():
+    for a in sys.argv[1:]:
+        if a in ("-h", "--help"):
+            print(__doc__)
+            sys.exit(0)
+        if a.startswith("-"):
+            sys.stderr.write("pygrow.py: unknown option '%s' (see --help)\n" % a)
+            sys.exit(2)
     scale = int(sys.argv[1]) if len(sys.argv) > 1 else 6
     budget = (int(sys.argv[2]) if len(sys.argv) > 2 else 48) << 20
     rng = Rng(0x5EED0F9E0)

@@ -2,6 +2,23 @@
 # Memory returned to the OS after phases of frees (tests/api/release.c), for every instance in
 # $INSTANCES: under LD_PRELOAD=lib<inst>.so (<inst>/preload/<case>) and built against libsm_<inst>.a
 # with the prefixed API (<inst>/linked/<case>). SM_RELEASE_WAIT_MS: how long RSS may take (2500: the layers decay in 0.25-1 s, and a loaded machine delays the clock).
+for arg in "$@"; do
+    case "$arg" in
+        -h | --help)
+            cat <<'USAGE'
+usage: tests/api/release.sh [-h|--help]        (one of the tests that tests/run.sh and make test run)
+
+Checks that every instance gives memory back to the OS after phases of frees
+(tests/api/release.c), preloaded and linked against libsm_<inst>.a.
+Prints `ok release: <inst>/<mode>/<case>` or `not ok release: ...: <why>` per case.
+
+Environment: BUILD, INSTANCES (empty: one skip line), SM_ROOT, CC (linked builds),
+SM_RELEASE_WAIT_MS (how long RSS may take to drop, default 2500).
+USAGE
+            exit 0 ;;
+        -*) echo "tests/api/release.sh: unknown option '$arg' (see --help)" >&2; exit 2 ;;
+    esac
+done
 SM_NS=release
 . "$(dirname "$0")/driver_lib.bash"
 sm_require_instances

@@ -11,6 +11,23 @@
 # counting allocator, the calls reaching it are at least the samples taken. Also: the report goes to
 # stderr when SUNMAO_WCET_OUT is unset, and "%p" in it becomes the process id.
 # Prints `ok bench: wcetstat/<case>` or `not ok bench: wcetstat/<case>: <why>`. Env: BUILD, INSTANCES.
+for arg in "$@"; do
+    case "$arg" in
+        -h | --help)
+            cat <<'USAGE'
+usage: tests/bench/wcetstat.sh [-h|--help]        (one of the tests that tests/run.sh and make test run)
+
+Checks libwcetstat.so (the wcet_stat meter, bench/lib/wcetstat.c) on `sort` and a python3
+script, over the C library's malloc, each built instance and a counting allocator: the program's
+output is unchanged and the report's percentiles are sane. Builds the library with make.
+Prints `ok bench: wcetstat/<case>` or `not ok bench: wcetstat/<case>: <why>`.
+
+Environment: BUILD (default build), INSTANCES (default sunmao), SM_ROOT, CC (default cc).
+USAGE
+            exit 0 ;;
+        -*) echo "tests/bench/wcetstat.sh: unknown option '$arg' (see --help)" >&2; exit 2 ;;
+    esac
+done
 set -u
 cd "${SM_ROOT:-$(dirname "$0")/../..}" || { echo "not ok bench: wcetstat/setup: cannot cd to SM_ROOT"; exit 1; }
 BUILD="${BUILD:-build}"

@@ -3,6 +3,22 @@
 # tests/build/compose/ must fail to build with exactly the message that names the layer, its next
 # layer and what is missing; each good one must build warning-free. One line per case:
 #   ok compose: <compiler>/<case> | not ok compose: <compiler>/<case>: <why>
+for arg in "$@"; do
+    case "$arg" in
+        -h | --help)
+            cat <<'USAGE'
+usage: tests/build/compose_errors.sh [-h|--help]        (one of the tests that tests/run.sh and make test run)
+
+Compiles the compositions in tests/build/compose/ with gcc and clang: each known-bad one must
+fail with the message naming the layer and what its next layer lacks, each good one must build.
+Prints `ok compose: <cc>/<case>` or `not ok compose: <cc>/<case>: <why>`.
+
+Environment: BUILD (default build; objects in $BUILD/compose), SM_ROOT.
+USAGE
+            exit 0 ;;
+        -*) echo "tests/build/compose_errors.sh: unknown option '$arg' (see --help)" >&2; exit 2 ;;
+    esac
+done
 set -u
 cd "${SM_ROOT:-$(dirname "$0")/../..}" || { echo "not ok compose: setup: cannot cd to the repository root"; exit 1; }
 out="${BUILD:-build}/compose"

@@ -7,6 +7,23 @@
 # the count is a change of the fast path: measure it (bench/fastpath.sh), then update the golden
 # line in the same commit. Compilers without a golden line (another major version) are skipped.
 #   ok fastpath_golden: <cc>/<fn> (<n> instructions) | not ok ...: <n> instructions, golden <m>
+for arg in "$@"; do
+    case "$arg" in
+        -h | --help)
+            cat <<'USAGE'
+usage: tests/build/fastpath_golden.sh [-h|--help]        (one of the tests that tests/run.sh and make test run)
+
+Counts the hit-path instructions of libsunmao's malloc, free, free_sized and calloc, built with
+gcc and clang, and compares them with tests/build/fastpath.golden (a compiler version with no
+golden line is a skip). After a measured change of the fast path, update the golden file.
+Prints `ok fastpath_golden: <cc>/<fn> (<n> instructions)` or `not ok ...`.
+
+Environment: BUILD (default build; objects in $BUILD/fastpath_golden), SM_ROOT.
+USAGE
+            exit 0 ;;
+        -*) echo "tests/build/fastpath_golden.sh: unknown option '$arg' (see --help)" >&2; exit 2 ;;
+    esac
+done
 set -u
 cd "${SM_ROOT:-$(dirname "$0")/../..}" || { echo "not ok fastpath_golden: setup: cannot cd to the repository root"; exit 1; }
 out="${BUILD:-build}/fastpath_golden"

@@ -6,6 +6,22 @@
 # Allowed undefined symbols: what compilers emit calls to even freestanding (memcpy, memset,
 # memmove, memcmp), the program's diagnostics hook sm_diag_write, and the linker-made
 # _GLOBAL_OFFSET_TABLE_ (initial-exec TLS of the thread cache).
+for arg in "$@"; do
+    case "$arg" in
+        -h | --help)
+            cat <<'USAGE'
+usage: tests/build/freestanding.sh [-h|--help]        (one of the tests that tests/run.sh and make test run)
+
+Builds the layers over the freestanding platform (-ffreestanding -nostdlib) with gcc and clang
+and checks the objects need no C library symbol beyond memcpy/memset/memmove/memcmp.
+Prints `ok freestanding: <cc>/<src>/<case>` or `not ok ...: <why>`.
+
+Environment: BUILD (default build; objects in $BUILD/freestanding), SM_ROOT.
+USAGE
+            exit 0 ;;
+        -*) echo "tests/build/freestanding.sh: unknown option '$arg' (see --help)" >&2; exit 2 ;;
+    esac
+done
 set -u
 cd "${SM_ROOT:-$(dirname "$0")/../..}"
 out="${BUILD:-build}/freestanding"

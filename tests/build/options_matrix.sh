@@ -8,6 +8,23 @@
 #   not ok options_matrix: <layer>/<OPTION>=<value>: <why>
 #   not ok options_matrix: coverage/<layer>/<OPTION>: ...   an option of docs/options.md with no case
 # Env: CC (default gcc), BUILD (default build), MATRIX_JOBS (default: the number of CPUs).
+for arg in "$@"; do
+    case "$arg" in
+        -h | --help)
+            cat <<'USAGE'
+usage: tests/build/options_matrix.sh [-h|--help]        (one of the tests that tests/run.sh and make test run)
+
+Builds every option of every layer and OS layer (docs/options.md) at a non-default value in a
+small composition and runs a round trip through it (tests/build/options_matrix.c).
+Prints `ok options_matrix: <layer>/<OPTION>=<value>` or `not ok ...: <why>`.
+
+Environment: CC (default gcc), BUILD (default build), MATRIX_JOBS (parallel builds, default: the
+number of CPUs), SM_ROOT.
+USAGE
+            exit 0 ;;
+        -*) echo "tests/build/options_matrix.sh: unknown option '$arg' (see --help)" >&2; exit 2 ;;
+    esac
+done
 set -u
 cd "${SM_ROOT:-$(dirname "$0")/../..}" || { echo "not ok options_matrix: setup: cannot cd to the repository root"; exit 1; }
 CC="${CC:-gcc}"

@@ -4,6 +4,22 @@
 #   ok options: table_current | not ok options: table_current: docs/options.md is stale; run tools/options-table.sh
 #   ok options: documented/<header>/<option> | not ok ...: no meaning in the header's comment / no default
 #   not ok options: read/<instance>/<option>: set before <header>, which does not read it
+for arg in "$@"; do
+    case "$arg" in
+        -h | --help)
+            cat <<'USAGE'
+usage: tests/build/options_table.sh [-h|--help]        (one of the tests that tests/run.sh and make test run)
+
+Checks that docs/options.md is what tools/options-table.sh makes now and that every option has a
+meaning in its header's comment and a default.
+Prints `ok options: <case>` or `not ok options: <case>: <why>`.
+
+Environment: BUILD (default build; log in $BUILD/options_table.log), SM_ROOT.
+USAGE
+            exit 0 ;;
+        -*) echo "tests/build/options_table.sh: unknown option '$arg' (see --help)" >&2; exit 2 ;;
+    esac
+done
 set -u
 cd "${SM_ROOT:-$(dirname "$0")/../..}" || { echo "not ok options: setup: cannot cd to the repository root"; exit 1; }
 

@@ -8,6 +8,23 @@
 # drop-ins replace malloc and are never loaded here. LeakSanitizer is used when it works on this
 # machine (it cannot run under ptrace or some container sandboxes; then detect_leaks=0).
 # Logs: $BUILD/asan.log (build) and $BUILD/asan/logs/<name>.log (runs).
+for arg in "$@"; do
+    case "$arg" in
+        -h | --help)
+            cat <<'USAGE'
+usage: tests/build/sanitizers.sh [-h|--help]        (one of the tests that tests/run.sh and make test run)
+
+ASan + UBSan: builds the unit tests and the prefixed libraries into $BUILD/asan, runs every unit
+test under the sanitizers and, per instance, tests/build/asan_prefixed.c linked against
+libsm_<inst>.a. Prints `ok asan/<name>: <case>` or `not ok asan/...: <why>`.
+
+Environment: BUILD (default build), INSTANCES, SM_ROOT, SAN_CC / SAN_CXX (default gcc / g++),
+SAN_TIMEOUT (seconds per run, default 600).
+USAGE
+            exit 0 ;;
+        -*) echo "tests/build/sanitizers.sh: unknown option '$arg' (see --help)" >&2; exit 2 ;;
+    esac
+done
 set -u
 cd "${SM_ROOT:-$(dirname "$0")/../..}" || { echo "not ok asan/build: setup: cannot cd to the repository root"; exit 1; }
 BUILD="${BUILD:-build}" INSTANCES="${INSTANCES:-}"

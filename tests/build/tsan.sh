@@ -7,6 +7,24 @@
 # boundaries with realloc across them (mode "both"). Any ThreadSanitizer report fails the run
 # (<inst>/<mode>/tsan_reports).
 # Logs: $BUILD/tsan.log (build) and $BUILD/tsan/logs/ (runs and reports).
+for arg in "$@"; do
+    case "$arg" in
+        -h | --help)
+            cat <<'USAGE'
+usage: tests/build/tsan.sh [-h|--help]        (one of the tests that tests/run.sh and make test run)
+
+ThreadSanitizer: builds the sync-policy and segfit_lk unit tests and the prefixed libraries with
+-fsanitize=thread into $BUILD/tsan and runs them, each instance under tests/stress/large_race.c;
+any ThreadSanitizer report fails. A machine where TSan cannot run gives one skip line.
+Prints `ok tsan/...` or `not ok tsan/...: <why>`.
+
+Environment: BUILD (default build), INSTANCES (empty: one skip line), SM_ROOT, TSAN_CC (default
+gcc), SM_TSAN_ARGS (large_race's "threads ms seed mode", default "16 1500 1 both").
+USAGE
+            exit 0 ;;
+        -*) echo "tests/build/tsan.sh: unknown option '$arg' (see --help)" >&2; exit 2 ;;
+    esac
+done
 set -u
 cd "${SM_ROOT:-$(dirname "$0")/../..}" || { echo "not ok tsan/build: setup: cannot cd to the repository root"; exit 1; }
 BUILD="${BUILD:-build}" INSTANCES="${INSTANCES:-}"

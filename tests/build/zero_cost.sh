@@ -1,6 +1,22 @@
 #!/usr/bin/env bash
 # Composition costs nothing: the same allocator with and without passthrough layers compiles to the
 # same instructions (see zero_cost_compose.c). One case per exported function, per compiler.
+for arg in "$@"; do
+    case "$arg" in
+        -h | --help)
+            cat <<'USAGE'
+usage: tests/build/zero_cost.sh [-h|--help]        (one of the tests that tests/run.sh and make test run)
+
+Composition costs nothing: the same allocator with and without passthrough layers
+(tests/build/zero_cost_compose.c) must compile to identical instructions, with gcc and clang.
+Prints `ok zero_cost: <cc>/<fn> (<n> lines identical)` or `not ok zero_cost: ...: <why>`.
+
+Environment: BUILD (default build; objects in $BUILD/zero_cost), SM_ROOT.
+USAGE
+            exit 0 ;;
+        -*) echo "tests/build/zero_cost.sh: unknown option '$arg' (see --help)" >&2; exit 2 ;;
+    esac
+done
 set -u
 cd "${SM_ROOT:-$(dirname "$0")/../..}"
 out="${BUILD:-build}/zero_cost"

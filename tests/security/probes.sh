@@ -5,6 +5,22 @@
 # instance reports exactly the number of damages docs/security.md says it detects (the table below:
 # a new instance needs its row, measured and written down there).
 # Case names: probes/<inst>/<probe>.
+for arg in "$@"; do
+    case "$arg" in
+        -h | --help)
+            cat <<'USAGE'
+usage: tests/security/probes.sh [-h|--help]        (one of the tests that tests/run.sh and make test run)
+
+Runs the heap-exploitation probes (tests/security/probes.c) against every instance, preloaded:
+no probe may get a bad pointer out of it or crash it, and each instance must report exactly the
+damages docs/security.md says it detects. Prints `ok probes: <inst>/<probe>` or `not ok ...`.
+
+Environment: BUILD (default build), INSTANCES (empty: one skip line), SM_ROOT.
+USAGE
+            exit 0 ;;
+        -*) echo "tests/security/probes.sh: unknown option '$arg' (see --help)" >&2; exit 2 ;;
+    esac
+done
 SM_NS=probes
 . "$(dirname "$0")/../api/driver_lib.bash"
 sm_require_instances

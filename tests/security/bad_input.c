@@ -28,6 +28,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "tests/support/report_lines.h"
+
 /* The probes hand the allocator bad pointers on purpose. */
 #if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC diagnostic ignored "-Wfree-nonheap-object"
@@ -179,18 +181,7 @@ static unsigned count_reports(const char *text)
 {
     static const char *const words[] = { "corrupt", "double free", "invalid free", "invalid pointer", "free(): invalid",
                                          "invalid", "not allocated", "bad pointer", "heap", "attempting free" };
-    unsigned n = 0;
-    for (const char *line = text; *line;) {
-        const char *end = strchr(line, '\n');
-        size_t len = end ? (size_t)(end - line) : strlen(line);
-        for (size_t w = 0; w < sizeof words / sizeof *words; w++)
-            if (memmem(line, len, words[w], strlen(words[w]))) {
-                n++;
-                break;
-            }
-        line += len + (end != NULL);
-    }
-    return n;
+    return report_lines(text, words, sizeof words / sizeof *words);
 }
 
 /* After a probe: the allocator still serves and frees. */

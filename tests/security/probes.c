@@ -26,6 +26,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "tests/support/report_lines.h"
+
 /* The probes use memory after free on purpose. */
 #if defined(__GNUC__) && !defined(__clang__) && __GNUC__ >= 12
 #pragma GCC diagnostic ignored "-Wuse-after-free"
@@ -183,18 +185,7 @@ static unsigned count_reports(const char *text)
 {
     static const char *const words[] = { "corrupt", "double free", "invalid free", "invalid pointer",
                                          "free(): invalid", "heap", "written after free" };
-    unsigned n = 0;
-    for (const char *line = text; *line;) {
-        const char *end = strchr(line, '\n');
-        size_t len = end ? (size_t)(end - line) : strlen(line);
-        for (size_t w = 0; w < sizeof words / sizeof *words; w++)
-            if (memmem(line, len, words[w], strlen(words[w]))) {
-                n++;
-                break;
-            }
-        line += len + (end != NULL);
-    }
-    return n;
+    return report_lines(text, words, sizeof words / sizeof *words);
 }
 
 int main(int argc, char **argv)

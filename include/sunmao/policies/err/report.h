@@ -9,7 +9,7 @@
 
 static inline void sm_err_report(sm_err_kind_t kind, const char *layer, const void *ptr, const char *detail)
 {
-    char line[256];
+    char line[384];
     size_t n = sm_msg_format(line, sizeof line, "sunmao: %s: %s (%p)%s%s\n", layer, sm_err_kind_name(kind),
                              ptr, detail && *detail ? ": " : "", detail ? detail : "");
     sm_plat_write_stderr(line, n);

@@ -46,26 +46,34 @@ SM_INLINE bool sm_sync_flatcombine_trylock(sm_sync_flatcombine_t *l)
 {
     if (__atomic_load_n(&l->locked, __ATOMIC_RELAXED))
         return false;
-    sm_sync_enter();
+    void *prev = sm_sync_enter(l);
     if (__atomic_exchange_n(&l->locked, 1, __ATOMIC_ACQUIRE)) {
+        sm_sync_entered(prev);
         sm_sync_leave();
         return false;
     }
     sm_sync_owner_take(&l->owner);
+    sm_sync_entered(prev);
     return true;
 }
 
 SM_INLINE void sm_sync_flatcombine_lock(sm_sync_flatcombine_t *l)
 {
     unsigned spins = 1;
+    void *interrupted = sm_sync_transit_now();
+    if (sm_sync_flatcombine_trylock(l))
+        return;
+    sm_sync_check_reentry(l, &l->owner, interrupted);
     while (!sm_sync_flatcombine_trylock(l))
         sm_sync_backoff(&spins);
 }
 
 SM_INLINE void sm_sync_flatcombine_unlock(sm_sync_flatcombine_t *l)
 {
+    void *prev = sm_sync_leaving(l);
     sm_sync_owner_drop(&l->owner);
     __atomic_store_n(&l->locked, 0, __ATOMIC_RELEASE);
+    sm_sync_entered(prev);
     sm_sync_leave();
 }
 
@@ -102,6 +110,7 @@ SM_SLOWPATH void sm_sync_flatcombine_combine(sm_sync_flatcombine_t *l)
 
 SM_SLOWPATH void sm_sync_flatcombine_publish(sm_sync_flatcombine_t *l, void (*fn)(void *), void *arg)
 {
+    sm_sync_check_reentry(l, &l->owner, sm_sync_transit_now()); /* the combiner: this thread, interrupted */
     sm_sync_fc_record_t me = { __atomic_load_n(&l->published, __ATOMIC_RELAXED), fn, arg, 0 };
     while (!__atomic_compare_exchange_n(&l->published, &me.next, &me, true, __ATOMIC_RELEASE, __ATOMIC_RELAXED))
         ;

@@ -15,24 +15,32 @@ enum { sm_sync_mutex_thread_safe = 1 };
 
 SM_INLINE void sm_sync_mutex_lock(sm_sync_mutex_t *l)
 {
-    sm_sync_enter();
-    sm_plat_lock(&l->m);
+    void *prev = sm_sync_enter(l);
+    if (!sm_plat_trylock(&l->m)) {
+        sm_sync_check_reentry(l, &l->owner, prev);
+        sm_plat_lock(&l->m);
+    }
     sm_sync_owner_take(&l->owner);
+    sm_sync_entered(prev);
 }
 SM_INLINE void sm_sync_mutex_unlock(sm_sync_mutex_t *l)
 {
+    void *prev = sm_sync_leaving(l);
     sm_sync_owner_drop(&l->owner);
     sm_plat_unlock(&l->m);
+    sm_sync_entered(prev);
     sm_sync_leave();
 }
 SM_INLINE bool sm_sync_mutex_trylock(sm_sync_mutex_t *l)
 {
-    sm_sync_enter();
+    void *prev = sm_sync_enter(l);
     if (!sm_plat_trylock(&l->m)) {
+        sm_sync_entered(prev);
         sm_sync_leave();
         return false;
     }
     sm_sync_owner_take(&l->owner);
+    sm_sync_entered(prev);
     return true;
 }
 /* In a fork child only the forking thread exists; the lock it took in prepare is re-created

@@ -5,9 +5,11 @@
  * as usual, so no other thread is inside a section when the process is copied.
  *
  * A policy that records its holder (spinlock, mutex, posix_spin, ticket, flatcombine) embeds an sm_sync_owner_t
- * named `owner`, calls sm_sync_enter before it tries to acquire, takes the owner word after it
- * acquires (sm_sync_owner_take), drops it before it releases (sm_sync_owner_drop), calls
- * sm_sync_leave after the release (or a failed try), zeroes the word in reinit, and gets its fork hooks
+ * named `owner`, calls sm_sync_enter(l) before it tries to acquire, takes the owner word after it
+ * acquires (sm_sync_owner_take), then sm_sync_entered; before it releases, sm_sync_leaving(l) and
+ * drops the word (sm_sync_owner_drop); after the release (or a failed try) sm_sync_entered and
+ * sm_sync_leave; in its waiting paths sm_sync_check_reentry; it zeroes the word in reinit, and
+ * gets its fork hooks
  * from SM_SYNC_FORK_BY_OWNER(policy):
  *   fork_lock(l)    take l for a fork, unless the calling thread holds it (kept: bit 0 of the
  *                   owner word marks it until the hook after the fork)
@@ -38,6 +40,19 @@ SM_INLINE bool sm_sync_owner_is_self(const sm_sync_owner_t *o)
 {
     return (__atomic_load_n(o, __ATOMIC_RELAXED) & ~(uintptr_t)1) == sm_plat_self();
 }
+/* A lock the calling thread holds, asked for again: a layer never takes its lock twice, so only a
+ * malloc or free from a signal handler that interrupted this thread's own section gets here.
+ * Waiting would be for ever (tlsf hung so); the defined outcome is one line and abort. The
+ * policies check in their waiting paths only, so an uncontended lock pays nothing. */
+SM_SLOWPATH _Noreturn SM_UNUSED void sm_sync_reentered(void)
+{
+    static const char msg[] = "sunmao: malloc or free called from a signal handler that interrupted this thread's "
+                              "own malloc or free (not async-signal-safe): the lock it needs is held by the "
+                              "interrupted call; aborting\n";
+    sm_plat_write_stderr(msg, sizeof msg - 1);
+    sm_plat_abort();
+}
+
 /* Locks of the owner-recording policies the calling thread holds, and whether its fork began
  * while it held some (sm_sync_fork_begin): initial-exec TLS, 8 bytes per composition. */
 static __thread unsigned sm_sync_held __attribute__((tls_model("initial-exec")));
@@ -55,17 +70,51 @@ static __thread unsigned sm_sync_fork_holding __attribute__((tls_model("initial-
  * that fork waited for ever on its own thread's lock (fork_signal under hslab, 1 run in a few
  * in CI). */
 SM_INLINE void sm_sync_held_add(unsigned d) { *(volatile unsigned *)&sm_sync_held += d; }
-/* Before a lock's acquisition is tried; sm_sync_leave after its release, or after a failed try. */
-SM_INLINE void sm_sync_enter(void)
+/* The lock this thread is taking or releasing (between its first atomic and its owner word),
+ * for a signal handler's call that then asks for the same lock (sm_sync_check_reentry). */
+static __thread void *sm_sync_in_transit __attribute__((tls_model("initial-exec")));
+SM_INLINE void *sm_sync_transit_begin(void *l)
+{
+    void *prev = *(void *volatile *)&sm_sync_in_transit;
+    *(void *volatile *)&sm_sync_in_transit = l;
+    __atomic_signal_fence(__ATOMIC_SEQ_CST);
+    return prev;
+}
+/* prev: what transit_begin returned (a handler's call restores the interrupted call's). */
+SM_INLINE void sm_sync_transit_end(void *prev)
+{
+    __atomic_signal_fence(__ATOMIC_SEQ_CST);
+    *(void *volatile *)&sm_sync_in_transit = prev;
+}
+SM_INLINE void *sm_sync_transit_now(void) { return *(void *volatile *)&sm_sync_in_transit; }
+
+/* Before a lock's acquisition is tried (returns the transit to restore with sm_sync_entered once
+ * the owner word is set, or the try failed); sm_sync_leave after its release, or after a failed
+ * try. */
+SM_INLINE void *sm_sync_enter(void *l)
 {
     sm_sync_held_add(1);
-    __atomic_signal_fence(__ATOMIC_SEQ_CST);
+    return sm_sync_transit_begin(l);
 }
+SM_INLINE void sm_sync_entered(void *prev) { sm_sync_transit_end(prev); }
 SM_INLINE void sm_sync_leave(void)
 {
     __atomic_signal_fence(__ATOMIC_SEQ_CST);
     sm_sync_held_add((unsigned)-1);
 }
+/* Before a release (returns the transit to restore with sm_sync_entered after it). */
+SM_INLINE void *sm_sync_leaving(void *l) { return sm_sync_transit_begin(l); }
+
+/* In a waiting path: lock l is held by its own thread (the owner word says so, or the interrupted
+ * call was between l's atomic and its owner word: `interrupted` is its transit), so waiting would
+ * be for ever. A handler's call that finds the interrupted call waiting for l (held by another
+ * thread) is sent the same way: such a call is outside what malloc promises. */
+SM_INLINE void sm_sync_check_reentry(const void *l, const sm_sync_owner_t *o, const void *interrupted)
+{
+    if (sm_unlikely(sm_sync_owner_is_self(o) || interrupted == l))
+        sm_sync_reentered();
+}
+
 /* Once acquired, and before the release. */
 SM_INLINE void sm_sync_owner_take(sm_sync_owner_t *o) { sm_sync_owner_set(o); }
 SM_INLINE void sm_sync_owner_drop(sm_sync_owner_t *o) { sm_sync_owner_clear(o); }

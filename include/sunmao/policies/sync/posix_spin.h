@@ -17,24 +17,32 @@ enum { sm_sync_posix_spin_thread_safe = 1 };
 
 SM_INLINE void sm_sync_posix_spin_lock(sm_sync_posix_spin_t *l)
 {
-    sm_sync_enter();
-    sm_plat_spin_lock(&l->s);
+    void *prev = sm_sync_enter(l);
+    if (!sm_plat_spin_trylock(&l->s)) {
+        sm_sync_check_reentry(l, &l->owner, prev);
+        sm_plat_spin_lock(&l->s);
+    }
     sm_sync_owner_take(&l->owner);
+    sm_sync_entered(prev);
 }
 SM_INLINE void sm_sync_posix_spin_unlock(sm_sync_posix_spin_t *l)
 {
+    void *prev = sm_sync_leaving(l);
     sm_sync_owner_drop(&l->owner);
     sm_plat_spin_unlock(&l->s);
+    sm_sync_entered(prev);
     sm_sync_leave();
 }
 SM_INLINE bool sm_sync_posix_spin_trylock(sm_sync_posix_spin_t *l)
 {
-    sm_sync_enter();
+    void *prev = sm_sync_enter(l);
     if (!sm_plat_spin_trylock(&l->s)) {
+        sm_sync_entered(prev);
         sm_sync_leave();
         return false;
     }
     sm_sync_owner_take(&l->owner);
+    sm_sync_entered(prev);
     return true;
 }
 SM_INLINE void sm_sync_posix_spin_reinit(sm_sync_posix_spin_t *l)

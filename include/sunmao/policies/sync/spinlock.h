@@ -12,8 +12,9 @@ typedef struct { int locked; sm_sync_owner_t owner; } sm_sync_spinlock_t;
 #define SM_SYNC_spinlock_INIT { 0, SM_SYNC_OWNER_INIT }
 enum { sm_sync_spinlock_thread_safe = 1 };
 
-SM_SLOWPATH void sm_sync_spinlock_contended(sm_sync_spinlock_t *l)
+SM_SLOWPATH void sm_sync_spinlock_contended(sm_sync_spinlock_t *l, void *interrupted)
 {
+    sm_sync_check_reentry(l, &l->owner, interrupted);
     unsigned spins = 1;
     do {
         while (__atomic_load_n(&l->locked, __ATOMIC_RELAXED))
@@ -23,10 +24,11 @@ SM_SLOWPATH void sm_sync_spinlock_contended(sm_sync_spinlock_t *l)
 
 SM_INLINE void sm_sync_spinlock_lock(sm_sync_spinlock_t *l)
 {
-    sm_sync_enter();
+    void *prev = sm_sync_enter(l);
     if (sm_unlikely(__atomic_exchange_n(&l->locked, 1, __ATOMIC_ACQUIRE)))
-        sm_sync_spinlock_contended(l);
+        sm_sync_spinlock_contended(l, prev);
     sm_sync_owner_take(&l->owner);
+    sm_sync_entered(prev);
 }
 
 /* True if the lock was free and is now held; never waits. */
@@ -34,19 +36,23 @@ SM_INLINE bool sm_sync_spinlock_trylock(sm_sync_spinlock_t *l)
 {
     if (__atomic_load_n(&l->locked, __ATOMIC_RELAXED))
         return false;
-    sm_sync_enter();
+    void *prev = sm_sync_enter(l);
     if (__atomic_exchange_n(&l->locked, 1, __ATOMIC_ACQUIRE)) {
+        sm_sync_entered(prev);
         sm_sync_leave();
         return false;
     }
     sm_sync_owner_take(&l->owner);
+    sm_sync_entered(prev);
     return true;
 }
 
 SM_INLINE void sm_sync_spinlock_unlock(sm_sync_spinlock_t *l)
 {
+    void *prev = sm_sync_leaving(l);
     sm_sync_owner_drop(&l->owner);
     __atomic_store_n(&l->locked, 0, __ATOMIC_RELEASE);
+    sm_sync_entered(prev);
     sm_sync_leave();
 }
 SM_INLINE void sm_sync_spinlock_reinit(sm_sync_spinlock_t *l)

@@ -23,31 +23,38 @@ SM_SLOWPATH void sm_sync_ticket_wait(sm_sync_ticket_t *l, unsigned ticket)
 
 SM_INLINE void sm_sync_ticket_lock(sm_sync_ticket_t *l)
 {
-    sm_sync_enter();
+    void *prev = sm_sync_enter(l);
     unsigned ticket = __atomic_fetch_add(&l->next, 1, __ATOMIC_RELAXED);
-    if (sm_unlikely(__atomic_load_n(&l->serving, __ATOMIC_ACQUIRE) != ticket))
+    if (sm_unlikely(__atomic_load_n(&l->serving, __ATOMIC_ACQUIRE) != ticket)) {
+        sm_sync_check_reentry(l, &l->owner, prev);
         sm_sync_ticket_wait(l, ticket);
+    }
     sm_sync_owner_take(&l->owner);
+    sm_sync_entered(prev);
 }
 
 SM_INLINE bool sm_sync_ticket_trylock(sm_sync_ticket_t *l)
 {
     unsigned serving = __atomic_load_n(&l->serving, __ATOMIC_ACQUIRE);
     unsigned expected = serving;
-    sm_sync_enter();
+    void *prev = sm_sync_enter(l);
     if (!__atomic_compare_exchange_n(&l->next, &expected, serving + 1, false, __ATOMIC_ACQUIRE, __ATOMIC_RELAXED)) {
+        sm_sync_entered(prev);
         sm_sync_leave();
         return false;
     }
     sm_sync_owner_take(&l->owner);
+    sm_sync_entered(prev);
     return true;
 }
 
 /* Only the holder writes `serving`. */
 SM_INLINE void sm_sync_ticket_unlock(sm_sync_ticket_t *l)
 {
+    void *prev = sm_sync_leaving(l);
     sm_sync_owner_drop(&l->owner);
     __atomic_store_n(&l->serving, __atomic_load_n(&l->serving, __ATOMIC_RELAXED) + 1, __ATOMIC_RELEASE);
+    sm_sync_entered(prev);
     sm_sync_leave();
 }
 

@@ -35,12 +35,15 @@ SM_INLINE void SM_FN(sink_put)(struct SM_FN(sink) *sink, void *p)
 }
 
 /* Object p of list l failed its check (thread_cache.h, SM_OPT_HARDEN): the program wrote into an
- * object it had freed, or overflowed into one. Reported once; the list is dropped, not followed,
+ * object it had freed, or overflowed into one, or a signal handler's malloc or free ran inside this
+ * thread's own pop or push (the lists are not reentrant: tests/api/signal_alloc.c). Reported once; the list is dropped, not followed,
  * and its objects are lost to the program (a link that was written over leads anywhere). */
 SM_SLOWPATH void SM_FN(list_corrupt)(const struct SM_FN(cache) *cache, struct SM_FN(list) *l, const void *p)
 {
-    char detail[128];
-    sm_msg_format(detail, sizeof detail, "free object of %zu bytes overwritten (write after free or overflow); %u cached objects dropped",
+    char detail[208];
+    sm_msg_format(detail, sizeof detail,
+                  "free object of %zu bytes overwritten (write after free or overflow, or malloc/free from a signal "
+                  "handler that interrupted this thread's own); %u cached objects dropped",
                   (size_t)SM_FN(obj).class_bytes[l - cache->list], (unsigned)l->count);
     l->head = NULL;
     l->count = 0;

@@ -54,7 +54,8 @@ SM_SLOWPATH _Noreturn SM_UNUSED void sm_sync_reentered(void)
 }
 
 /* Locks of the owner-recording policies the calling thread holds, and whether its fork began
- * while it held some (sm_sync_fork_begin): initial-exec TLS, 8 bytes per composition. */
+ * while it held some (sm_sync_fork_begin): initial-exec TLS, with the transit and the fork
+ * deadline 32 bytes per composition. */
 static __thread unsigned sm_sync_held __attribute__((tls_model("initial-exec")));
 static __thread unsigned sm_sync_fork_holding __attribute__((tls_model("initial-exec")));
 

@@ -6,7 +6,8 @@
  * Operations on random sizes (mostly 1..1024, some up to 256 KiB, few 1..4 MiB): malloc, calloc
  * (checked zero), posix_memalign/aligned_alloc (checked aligned), realloc (the preserved prefix is
  * checked), free, and sending a block to another slot's lock-protected mailbox, whose owner
- * verifies it and later frees it (cross-thread frees). Every block carries a pattern keyed by its
+ * verifies it and later frees it (cross-thread frees); a third of the frees are C23 sized frees
+ * (free_sized, free_aligned_sized for aligned_alloc's blocks). Every block carries a pattern keyed by its
  * address and a per-block seed, verified before every free/realloc and when it changes hands.
  *
  * Built plain (uses malloc & co.: run it under LD_PRELOAD=lib<inst>.so), or with
@@ -30,10 +31,22 @@
 SM_CUSTOM_API_DECLARE(SM_TEST_PREFIX)
 #define ALLOC(name) SM_CAT(SM_TEST_PREFIX, name)
 #define PROGRAM     "stress_linked"
+static void (*sized_free_fn)(void *, size_t) = ALLOC(free_sized);
+static void (*aligned_sized_free_fn)(void *, size_t, size_t) = ALLOC(free_aligned_sized);
+static void sized_frees_find(void) {}
 #else
+#include <dlfcn.h>
 #include <malloc.h>
 #define ALLOC(name) name
 #define PROGRAM     "stress"
+/* C23's sized frees: the preloaded allocator's, found at run time (this C library may lack them). */
+static void (*sized_free_fn)(void *, size_t);
+static void (*aligned_sized_free_fn)(void *, size_t, size_t);
+static void sized_frees_find(void)
+{
+    *(void **)&sized_free_fn = dlsym(RTLD_DEFAULT, "free_sized");
+    *(void **)&aligned_sized_free_fn = dlsym(RTLD_DEFAULT, "free_aligned_sized");
+}
 #endif
 
 #define KiB ((size_t)1024)
@@ -47,6 +60,7 @@ struct block {
     size_t n;
     uint64_t key; /* pattern key: address at fill time ^ per-block seed */
     int origin;   /* slot that allocated it */
+    size_t align; /* aligned_alloc's alignment, for free_aligned_sized; 0 otherwise */
 };
 
 struct slot {
@@ -74,7 +88,7 @@ static const char *const fail_case[F_COUNT] = { "alloc_nonnull", "alignment", "u
 static atomic_ulong fails[F_COUNT];
 static char first_fail[F_COUNT][256];
 static pthread_mutex_t fail_lock = PTHREAD_MUTEX_INITIALIZER;
-static atomic_ulong n_alloc, n_free, n_cross_free, n_realloc, n_sent, n_big;
+static atomic_ulong n_alloc, n_free, n_cross_free, n_realloc, n_sent, n_big, n_sized;
 
 __attribute__((format(printf, 2, 3))) static void fail(int kind, const char *fmt, ...)
 {
@@ -197,7 +211,7 @@ static int new_block(struct block *b, int slot, uint64_t *s)
         p = ALLOC(calloc)(1, n);
         if (p) {
             size_t bad = 0;
-            struct block t = { p, n, 0, slot };
+            struct block t = { p, n, 0, slot, 0 };
             if (!for_ranges(t.p, n, SIZE_MAX, 0, zero_range, &bad))
                 fail(F_CALLOC, "calloc(1, %zu) = %p: byte %zu not zero", n, (void *)p, bad);
         }
@@ -213,6 +227,7 @@ static int new_block(struct block *b, int slot, uint64_t *s)
         n = (n + align - 1) / align * align;
         p = ALLOC(aligned_alloc)(align, n);
     }
+    b->align = kind == 9 ? align : 0;
     if (!p) {
         fail(F_ALLOC, "allocation of %zu bytes (align %zu) in slot %d returned NULL", n, align, slot);
         return 0;
@@ -233,7 +248,25 @@ static void release(struct block *b, int slot, const char *when)
     verify(b, SIZE_MAX, F_PATTERN, when);
     if (b->origin != slot)
         atomic_fetch_add(&n_cross_free, 1);
-    ALLOC(free)(b->p);
+    /* A third of the frees are sized (C23), with the size asked (and aligned_alloc's alignment). */
+    switch (((uintptr_t)b->p >> 4) % 3) {
+    case 0:
+        if (sized_free_fn) {
+            sized_free_fn(b->p, b->n);
+            atomic_fetch_add(&n_sized, 1);
+            break;
+        }
+        /* fall through */
+    case 1:
+        if (b->align && aligned_sized_free_fn) {
+            aligned_sized_free_fn(b->p, b->align, b->n);
+            atomic_fetch_add(&n_sized, 1);
+            break;
+        }
+        /* fall through */
+    default:
+        ALLOC(free)(b->p);
+    }
     atomic_fetch_add(&n_free, 1);
 }
 
@@ -259,7 +292,7 @@ static void grow_or_shrink(struct block *b, uint64_t *s)
              (void *)q, bad);
     if (ALLOC(malloc_usable_size)(q) < m)
         fail(F_USABLE, "malloc_usable_size(%p) = %zu < %zu after realloc", (void *)q, ALLOC(malloc_usable_size)(q), m);
-    b->p = q, b->n = m;
+    b->p = q, b->n = m, b->align = 0;
     fill(b, rnd(s));
     atomic_fetch_add(&n_realloc, 1);
 }
@@ -360,6 +393,7 @@ static int start(int slot)
 int main(int argc, char **argv)
 {
     check_begin(PROGRAM);
+    sized_frees_find();
     if (argc > 1)
         nthreads = atoi(argv[1]);
     if (argc > 2)
@@ -409,10 +443,10 @@ int main(int argc, char **argv)
             release(&slots[i].legacy[k], -1, "left by the last thread of a slot");
     }
 
-    printf("# %d threads x %d lives x %d ops: %lu allocs, %lu frees (%lu cross-thread), %lu reallocs, %lu sent, "
-           "%lu big\n",
+    printf("# %d threads x %d lives x %d ops: %lu allocs, %lu frees (%lu cross-thread, %lu sized), %lu reallocs, "
+           "%lu sent, %lu big\n",
            nthreads, lives, ops, (unsigned long)n_alloc, (unsigned long)n_free, (unsigned long)n_cross_free,
-           (unsigned long)n_realloc, (unsigned long)n_sent, (unsigned long)n_big);
+           (unsigned long)n_sized, (unsigned long)n_realloc, (unsigned long)n_sent, (unsigned long)n_big);
     for (int k = 0; k < F_COUNT; k++) {
         check_case_name = fail_case[k];
         check_case_failed = 0;

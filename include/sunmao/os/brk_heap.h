@@ -14,9 +14,10 @@
  * the old one becomes a free block). Freed blocks go on one address-ordered free list, merged
  * with free neighbours, and are reused first-fit; a free block that reaches the top of the run is
  * handed back to the break, which is lowered once GROWTH bytes or more lie unused above the top
- * and only if the break is still where we left it. When the break cannot move at all, a run
- * continues in pages mapped for it (never lowered; reused through the free list like the rest).
- * Free-list operations walk the list: the layer
+ * and only if the break is still where we left it. When the break cannot move at all (a mapping
+ * right above it, RLIMIT_DATA, valgrind's fixed break segment), a request gets pages mapped for it
+ * alone (a direct block: unmapped when freed, never resized). Free-list operations walk the list:
+ * the layer
  * is meant to feed a core layer that asks for large chunks, rarely.
  *
  * Every block's first page is recorded in a page map (nodes from sm_plat_map, since the break itself
@@ -50,6 +51,7 @@ enum {
     SM_FN(granule_shift) = 12,
     SM_FN(w_live) = 1, /* page-map word of a block's first page: size | w_live or size | w_free */
     SM_FN(w_free) = 2,
+    SM_FN(w_direct) = 4, /* with w_live: a block in pages mapped for it, not from the break */
     SM_FN(w_kind_mask) = 0xfff,
 };
 
@@ -150,14 +152,8 @@ static bool SM_FN(extend_locked)(size_t need)
         return false;
     }
     char *old = (char *)sm_plat_sbrk((intptr_t)incr);
-    if (!old) {
-        /* The break cannot move (a mapping right above it, RLIMIT_DATA, valgrind's fixed break
-         * segment): the run goes on in pages of our own, as a run the break did not make. It is
-         * never lowered: trim_locked finds the break elsewhere. NULL again, ENOMEM stays set. */
-        old = (char *)sm_plat_map(incr);
-        if (!old)
-            return false;
-    }
+    if (!old)
+        return false;
     if (old == SM_FN(obj).brk_end) {
         SM_FN(obj).brk_end = old + incr;
         return true;
@@ -187,10 +183,25 @@ static void SM_FN(take_from_free_locked)(struct SM_FN(free_block) *f, char *a, s
         SM_FN(insert_free_locked)(a + bytes, (size_t)(end - (a + bytes)));
 }
 
+struct SM_FN(cs_alloc) { size_t bytes, align; char *ptr; bool fresh; };
+
+/* The break refused to move: pages of the request's own, recorded as a direct block. */
+static void SM_FN(alloc_direct_locked)(struct SM_FN(cs_alloc) *r)
+{
+    char *a = (char *)sm_plat_map_aligned(r->bytes, r->align);
+    if (!a)
+        return;
+    if (!SM_FN(record)(a, r->bytes | SM_FN(w_live) | SM_FN(w_direct))) {
+        sm_plat_unmap(a, r->bytes);
+        return;
+    }
+    r->ptr = a;
+    r->fresh = true;
+}
+
 /* Critical sections go to the sync policy's atomic_exec (it may run them on another thread, and
  * with them the sbrk calls): they set no errno and raise nothing; results travel back in the
  * argument. */
-struct SM_FN(cs_alloc) { size_t bytes, align; char *ptr; bool fresh; };
 SM_INLINE void SM_FN(cs_alloc)(void *arg)
 {
     struct SM_FN(cs_alloc) *r = (struct SM_FN(cs_alloc) *)arg;
@@ -213,8 +224,10 @@ SM_INLINE void SM_FN(cs_alloc)(void *arg)
             if (SM_FN(obj).top && start + bytes <= (uintptr_t)SM_FN(obj).brk_end)
                 break;
             /* Integers, not pointers: before the first sbrk there is no run to point into. */
-            if (!SM_FN(extend_locked)(start + bytes - (uintptr_t)SM_FN(obj).brk_end))
+            if (!SM_FN(extend_locked)(start + bytes - (uintptr_t)SM_FN(obj).brk_end)) {
+                SM_FN(alloc_direct_locked)(r);
                 return;
+            }
         }
         char *gap = SM_FN(obj).top;
         SM_FN(obj).top = a + bytes;
@@ -257,7 +270,8 @@ SM_INLINE void SM_FN(cs_free)(void *arg)
     f->freed = (w & SM_FN(w_live)) && f->sized <= size;
     if (f->freed) {
         SM_FN(record)(f->ptr, 0);
-        SM_FN(insert_free_locked)(f->ptr, size);
+        if (!(w & SM_FN(w_direct)))
+            SM_FN(insert_free_locked)(f->ptr, size);
     }
 }
 
@@ -265,6 +279,8 @@ SM_INLINE void SM_FN(free)(sm_mctx_t *c)
 {
     struct SM_FN(cs_free) f = { (char *)c->ptr, (c->flags & SM_F_SIZED) ? c->size : 0, 0, false };
     SM_SYNC_FN(atomic_exec)(&SM_FN(obj).lock, SM_FN(cs_free), &f);
+    if (f.freed && (f.word & SM_FN(w_direct))) /* unrecorded under the lock, unmapped after it */
+        sm_plat_unmap(f.ptr, f.word & ~(uintptr_t)SM_FN(w_kind_mask));
     if (f.freed)
         return;
     uintptr_t w = f.word;
@@ -296,8 +312,8 @@ SM_INLINE void SM_FN(cs_resize)(void *arg)
     bool ok = false;
     uintptr_t w = SM_FN(word)(p);
     size_t size = w & ~(uintptr_t)SM_FN(w_kind_mask);
-    if (!(w & SM_FN(w_live))) {
-        ok = false;
+    if (!(w & SM_FN(w_live)) || (w & SM_FN(w_direct))) {
+        ok = false; /* a direct block is moved by the socket: its pages are its own */
     } else if (want <= size) {
         SM_FN(record)(p, want | SM_FN(w_live));
         if (want < size)

@@ -57,8 +57,10 @@ $(BUILD)/obj/%.o: instances/%.c $(HEADERS) $(INSTANCE_SRCS) | $(BUILD)/obj
 $(BUILD)/obj/new_delete.o: src/cxx/new_delete.cc | $(BUILD)/obj
 	$(CXX) $(CPPFLAGS) $(CXXFLAGS) -c $< -o $@
 	objcopy --weaken-symbol=__gxx_personality_v0 $@
+# Named lib<name>.so here (tests and benchmarks preload it from $(BUILD)), with the soname
+# lib<name>.so.MAJOR that make install gives it; the link flags' stamp relinks after a change.
 $(BUILD)/lib%.so: $(BUILD)/obj/%.o $(BUILD)/obj/new_delete.o
-	$(CC) -shared $(SAN) -static-libgcc -o $@ $^ $(LDLIBS) -ldl
+	$(CC) -shared $(SAN) -static-libgcc -Wl,-soname,lib$*.so.$(SOVERSION) $(LDFLAGS) -o $@ $(filter %.o,$^) $(LDLIBS) -ldl
 
 # The prefixed library: the same composition over custom_socket (sm_<name>_malloc, ...).
 $(BUILD)/obj/sm_%.o: instances/%.c $(HEADERS) $(INSTANCE_SRCS) | $(BUILD)/obj
@@ -168,15 +170,93 @@ stress: deps all
 fuzz: deps
 	@BUILD=$(BUILD) INSTANCES="$(INSTANCES)" FUZZ_SECONDS=$(FUZZ_SECONDS) FUZZ_MERGE=1 tests/fuzz/fuzz.sh
 
-install: libs
-	install -d $(DESTDIR)$(PREFIX)/lib $(DESTDIR)$(PREFIX)/include
-	install -m 755 $(SHARED_LIBS) $(DESTDIR)$(PREFIX)/lib/
-	install -m 644 $(STATIC_LIBS) $(DESTDIR)$(PREFIX)/lib/
-	cp -R include/sunmao $(DESTDIR)$(PREFIX)/include/
+# ---- make install / make uninstall (docs/install.md) ----
+# The version, written once in include/sunmao/core/version.h: the installed libraries are
+# lib<name>.so.$(VERSION) with the soname lib<name>.so.$(SOVERSION).
+version_number = $(shell sed -n 's/^.define SUNMAO_VERSION_$(1)  *\([0-9][0-9]*\).*/\1/p' include/sunmao/core/version.h)
+VERSION_MAJOR := $(call version_number,MAJOR)
+VERSION_MINOR := $(call version_number,MINOR)
+VERSION_PATCH := $(call version_number,PATCH)
+VERSION       := $(VERSION_MAJOR).$(VERSION_MINOR).$(VERSION_PATCH)
+SOVERSION     := $(VERSION_MAJOR)
+# Where install puts things (each under $(DESTDIR) when set).
+LIBDIR       ?= $(PREFIX)/lib
+INCLUDEDIR   ?= $(PREFIX)/include
+DATADIR      ?= $(PREFIX)/share
+MANDIR       ?= $(DATADIR)/man
+PKGCONFIGDIR ?= $(LIBDIR)/pkgconfig
+CMAKEDIR     ?= $(LIBDIR)/cmake/sunmao
 
+# The shared libraries' link flags, in a file that changes only when they do: the libraries
+# relink after a change (a new soname, LDFLAGS), as their objects have not changed.
+$(SHARED_LIBS): $(BUILD)/obj/so-link-flags
+$(BUILD)/obj/so-link-flags: FORCE | $(BUILD)/obj
+	@echo 'soname lib*.so.$(SOVERSION) $(LDFLAGS)' | cmp -s - $@ || echo 'soname lib*.so.$(SOVERSION) $(LDFLAGS)' >$@
+.PHONY: FORCE
+FORCE:
+
+# The static drop-in: the default instance's malloc_socket object (the one in libsunmao.so) and the
+# C++ operator shim, for programs that link the allocator in (pkg-config sunmao-static, CMake
+# sunmao::sunmao-static); the shim's member comes in with a C++ program's first operator new.
+DROPIN_STATIC := $(if $(filter sunmao,$(INSTANCES)),$(BUILD)/libsunmao.a)
+libs: $(DROPIN_STATIC)
+$(BUILD)/libsunmao.a: $(BUILD)/obj/sunmao.o $(BUILD)/obj/new_delete.o
+	rm -f $@ && ar rcs $@ $^
+
+# The pkg-config and CMake files, from src/pkg/*.in: pkg-config paths relative to ${prefix} where
+# they lie under it (pkg-config --define-prefix), CMake paths relative to the CMake file's own
+# directory (a staged or moved installation finds itself).
+relpath = $(shell realpath -ms --relative-to='$(1)' '$(2)')
+pc_path = $(if $(filter $(PREFIX)/%,$(1)),$${prefix}/$(patsubst $(PREFIX)/%,%,$(1)),$(1))
+INSTALL_SUBST = -e 's|@VERSION@|$(VERSION)|g' -e 's|@VERSION_MAJOR@|$(VERSION_MAJOR)|g' \
+	-e 's|@VERSION_MINOR@|$(VERSION_MINOR)|g' -e 's|@SOVERSION@|$(SOVERSION)|g' -e 's|@PREFIX@|$(PREFIX)|g' \
+	-e 's|@PC_LIBDIR@|$(call pc_path,$(LIBDIR))|g' -e 's|@PC_INCLUDEDIR@|$(call pc_path,$(INCLUDEDIR))|g' \
+	-e 's|@CMAKE_TO_LIBDIR@|$(call relpath,$(CMAKEDIR),$(LIBDIR))|g' \
+	-e 's|@CMAKE_TO_INCLUDEDIR@|$(call relpath,$(CMAKEDIR),$(INCLUDEDIR))|g' \
+	-e 's|@CMAKE_TO_DATADIR@|$(call relpath,$(CMAKEDIR),$(DATADIR))|g' \
+	-e 's|@SIZEOF_VOID_P@|$(SIZEOF_VOID_P)|g'
+SIZEOF_VOID_P = $(shell echo __SIZEOF_POINTER__ | $(CC) -E -P -x c - 2>/dev/null | tr -d ' ')
+PKG_FILES := sunmao.pc sunmao-static.pc sunmaoConfig.cmake sunmaoConfigVersion.cmake
+HEADER_DIRS := $(sort $(patsubst include/%/,%,$(dir $(HEADERS))))
+INSTALLED_HEADERS := $(HEADERS:include/%=$(DESTDIR)$(INCLUDEDIR)/%)
+
+install: libs
+	@case "$(VERSION)" in [0-9]*.[0-9]*.[0-9]*) ;; *) echo "make install: no version in include/sunmao/core/version.h" >&2; exit 1 ;; esac
+	@mkdir -p $(BUILD)/pkg
+	for f in $(PKG_FILES); do sed $(INSTALL_SUBST) src/pkg/$$f.in >$(BUILD)/pkg/$$f || exit 1; done
+	install -d $(DESTDIR)$(LIBDIR) $(DESTDIR)$(PKGCONFIGDIR) $(DESTDIR)$(CMAKEDIR) \
+	    $(DESTDIR)$(DATADIR)/sunmao/instances $(DESTDIR)$(MANDIR)/man3 $(HEADER_DIRS:%=$(DESTDIR)$(INCLUDEDIR)/%)
+	for n in $(INSTANCES); do \
+	    install -m 755 $(BUILD)/lib$$n.so $(DESTDIR)$(LIBDIR)/lib$$n.so.$(VERSION) && \
+	    ln -sf lib$$n.so.$(VERSION) $(DESTDIR)$(LIBDIR)/lib$$n.so.$(SOVERSION) && \
+	    ln -sf lib$$n.so.$(VERSION) $(DESTDIR)$(LIBDIR)/lib$$n.so || exit 1; \
+	done
+	install -m 644 $(STATIC_LIBS) $(DROPIN_STATIC) $(DESTDIR)$(LIBDIR)/
+	for d in $(HEADER_DIRS); do install -m 644 include/$$d/*.h $(DESTDIR)$(INCLUDEDIR)/$$d/ || exit 1; done
+	install -m 644 $(BUILD)/pkg/sunmao.pc $(BUILD)/pkg/sunmao-static.pc $(DESTDIR)$(PKGCONFIGDIR)/
+	install -m 644 $(BUILD)/pkg/sunmaoConfig.cmake $(BUILD)/pkg/sunmaoConfigVersion.cmake $(DESTDIR)$(CMAKEDIR)/
+	install -m 644 src/cxx/new_delete.cc $(DESTDIR)$(DATADIR)/sunmao/
+	install -m 644 $(INSTANCE_SRCS) $(DESTDIR)$(DATADIR)/sunmao/instances/
+	install -m 644 docs/sunmao.3 $(DESTDIR)$(MANDIR)/man3/
+
+# Removes what install put there, then the directories left empty: sunmao's own (the header tree,
+# cmake/sunmao, share/sunmao) and the standard ones install may have made (man3, pkgconfig, lib,
+# ...), never $(PREFIX) itself and never a directory that still holds anything.
 uninstall:
-	rm -rf $(DESTDIR)$(PREFIX)/include/sunmao
-	rm -f $(INSTANCES:%=$(DESTDIR)$(PREFIX)/lib/lib%.so) $(INSTANCES:%=$(DESTDIR)$(PREFIX)/lib/libsm_%.a)
+	rm -f $(foreach n,$(INSTANCES),$(DESTDIR)$(LIBDIR)/lib$(n).so $(DESTDIR)$(LIBDIR)/lib$(n).so.$(SOVERSION) \
+	    $(DESTDIR)$(LIBDIR)/lib$(n).so.$(VERSION) $(DESTDIR)$(LIBDIR)/libsm_$(n).a) $(DESTDIR)$(LIBDIR)/libsunmao.a
+	rm -f $(DESTDIR)$(PKGCONFIGDIR)/sunmao.pc $(DESTDIR)$(PKGCONFIGDIR)/sunmao-static.pc \
+	    $(DESTDIR)$(CMAKEDIR)/sunmaoConfig.cmake $(DESTDIR)$(CMAKEDIR)/sunmaoConfigVersion.cmake \
+	    $(DESTDIR)$(DATADIR)/sunmao/new_delete.cc $(INSTANCE_SRCS:instances/%=$(DESTDIR)$(DATADIR)/sunmao/instances/%) \
+	    $(DESTDIR)$(MANDIR)/man3/sunmao.3
+	rm -f $(INSTALLED_HEADERS)
+	@for d in $(DESTDIR)$(INCLUDEDIR)/sunmao $(DESTDIR)$(DATADIR)/sunmao $(DESTDIR)$(CMAKEDIR); do \
+	    [ ! -d "$$d" ] || find "$$d" -depth -type d -empty -delete; \
+	done
+	@for d in $(filter-out $(PREFIX) /,$(MANDIR)/man3 $(MANDIR) $(patsubst %/,%,$(dir $(CMAKEDIR))) $(PKGCONFIGDIR) \
+	    $(LIBDIR) $(INCLUDEDIR) $(DATADIR)); do \
+	    [ ! -d "$(DESTDIR)$$d" ] || rmdir --ignore-fail-on-non-empty "$(DESTDIR)$$d"; \
+	done
 
 clean:
 	rm -rf $(BUILD)

@@ -4,12 +4,12 @@
 #ifndef SUNMAO_PLATFORM_LINUX_H
 #define SUNMAO_PLATFORM_LINUX_H
 
-/* The Linux extensions it calls (mremap, MAP_ANONYMOUS, sched_getcpu, pthread_setname_np) are
- * declared by the system headers only with _GNU_SOURCE; this file asks for them itself when it is
- * the first to include them, so code built against the installed headers needs no flag. */
-#if !defined(_GNU_SOURCE)
-#define _GNU_SOURCE 1
-#endif
+/* What it calls of the C library is POSIX and the Linux interfaces glibc declares by default
+ * (_DEFAULT_SOURCE: what gcc and clang give unless a strict -std=c11/c17 is asked for), plus three
+ * Linux extensions declared only with _GNU_SOURCE: mremap with its flags, sched_getcpu and
+ * pthread_setname_np. Code built against these headers needs no feature macro, whatever it included
+ * before them: when the system headers did not declare those three, they are declared below (the
+ * flags with the kernel's values). This file defines no feature macro for the code that includes it. */
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
@@ -27,8 +27,15 @@
 #include <unistd.h>
 #include <unwind.h>
 #include <linux/futex.h>
-#if !defined(MREMAP_MAYMOVE) || !defined(MAP_ANONYMOUS)
-#error "platform/linux.h: a system header was included before it without _GNU_SOURCE; define _GNU_SOURCE or include <sunmao/...> first"
+#if !defined(MAP_ANONYMOUS) || !defined(SA_SIGINFO) || !defined(CLOCK_MONOTONIC_COARSE)
+#error "sunmao needs the C library's POSIX and Linux interfaces, which strict ISO C mode (-std=c11, -std=c17) hides: build with -std=gnu11 or later (the compilers' default), or add -D_DEFAULT_SOURCE (or -D_GNU_SOURCE) to the compiler's flags"
+#endif
+#ifndef MREMAP_MAYMOVE /* no _GNU_SOURCE when the first system header was read: the three ourselves */
+#define MREMAP_MAYMOVE 1
+#define MREMAP_FIXED   2
+extern void *mremap(void *old_address, size_t old_size, size_t new_size, int flags, ...);
+extern int sched_getcpu(void);
+extern int pthread_setname_np(pthread_t thread, const char *name);
 #endif
 #include "../core/bits.h"
 #include "../core/compiler.h"

@@ -203,7 +203,7 @@ libs: $(DROPIN_STATIC)
 $(BUILD)/libsunmao.a: $(BUILD)/obj/sunmao.o $(BUILD)/obj/new_delete.o
 	rm -f $@ && ar rcs $@ $^
 
-# The pkg-config and CMake files, from src/pkg/*.in: pkg-config paths relative to ${prefix} where
+# The pkg-config and CMake files, written by install from src/pkg/*.in: pkg-config paths relative to ${prefix} where
 # they lie under it (pkg-config --define-prefix), CMake paths relative to the CMake file's own
 # directory (a staged or moved installation finds itself).
 relpath = $(shell realpath -ms --relative-to='$(1)' '$(2)')
@@ -216,14 +216,13 @@ INSTALL_SUBST = -e 's|@VERSION@|$(VERSION)|g' -e 's|@VERSION_MAJOR@|$(VERSION_MA
 	-e 's|@CMAKE_TO_DATADIR@|$(call relpath,$(CMAKEDIR),$(DATADIR))|g' \
 	-e 's|@SIZEOF_VOID_P@|$(SIZEOF_VOID_P)|g'
 SIZEOF_VOID_P = $(shell echo __SIZEOF_POINTER__ | $(CC) -E -P -x c - 2>/dev/null | tr -d ' ')
-PKG_FILES := sunmao.pc sunmao-static.pc sunmaoConfig.cmake sunmaoConfigVersion.cmake
+PKGCONFIG_FILES := sunmao.pc sunmao-static.pc
+CMAKE_FILES     := sunmaoConfig.cmake sunmaoConfigVersion.cmake
 HEADER_DIRS := $(sort $(patsubst include/%/,%,$(dir $(HEADERS))))
 INSTALLED_HEADERS := $(HEADERS:include/%=$(DESTDIR)$(INCLUDEDIR)/%)
 
 install: libs
 	@case "$(VERSION)" in [0-9]*.[0-9]*.[0-9]*) ;; *) echo "make install: no version in include/sunmao/core/version.h" >&2; exit 1 ;; esac
-	@mkdir -p $(BUILD)/pkg
-	for f in $(PKG_FILES); do sed $(INSTALL_SUBST) src/pkg/$$f.in >$(BUILD)/pkg/$$f || exit 1; done
 	install -d $(DESTDIR)$(LIBDIR) $(DESTDIR)$(PKGCONFIGDIR) $(DESTDIR)$(CMAKEDIR) \
 	    $(DESTDIR)$(DATADIR)/sunmao/instances $(DESTDIR)$(MANDIR)/man3 $(HEADER_DIRS:%=$(DESTDIR)$(INCLUDEDIR)/%)
 	for n in $(INSTANCES); do \
@@ -233,29 +232,32 @@ install: libs
 	done
 	install -m 644 $(STATIC_LIBS) $(DROPIN_STATIC) $(DESTDIR)$(LIBDIR)/
 	for d in $(HEADER_DIRS); do install -m 644 include/$$d/*.h $(DESTDIR)$(INCLUDEDIR)/$$d/ || exit 1; done
-	install -m 644 $(BUILD)/pkg/sunmao.pc $(BUILD)/pkg/sunmao-static.pc $(DESTDIR)$(PKGCONFIGDIR)/
-	install -m 644 $(BUILD)/pkg/sunmaoConfig.cmake $(BUILD)/pkg/sunmaoConfigVersion.cmake $(DESTDIR)$(CMAKEDIR)/
+	for f in $(PKGCONFIG_FILES:%=$(PKGCONFIGDIR)/%) $(CMAKE_FILES:%=$(CMAKEDIR)/%); do \
+	    sed $(INSTALL_SUBST) src/pkg/$${f##*/}.in >$(DESTDIR)$$f && chmod 644 $(DESTDIR)$$f || exit 1; \
+	done
 	install -m 644 src/cxx/new_delete.cc $(DESTDIR)$(DATADIR)/sunmao/
 	install -m 644 $(INSTANCE_SRCS) $(DESTDIR)$(DATADIR)/sunmao/instances/
 	install -m 644 docs/sunmao.3 $(DESTDIR)$(MANDIR)/man3/
 
 # Removes what install put there, then the directories left empty: sunmao's own (the header tree,
 # cmake/sunmao, share/sunmao) and the standard ones install may have made (man3, pkgconfig, lib,
-# ...), never $(PREFIX) itself and never a directory that still holds anything.
+# ...: each install directory and its parents up to $(PREFIX)), never $(PREFIX) itself and never
+# a directory that still holds anything.
 uninstall:
 	rm -f $(foreach n,$(INSTANCES),$(DESTDIR)$(LIBDIR)/lib$(n).so $(DESTDIR)$(LIBDIR)/lib$(n).so.$(SOVERSION) \
 	    $(DESTDIR)$(LIBDIR)/lib$(n).so.$(VERSION) $(DESTDIR)$(LIBDIR)/libsm_$(n).a) $(DESTDIR)$(LIBDIR)/libsunmao.a
-	rm -f $(DESTDIR)$(PKGCONFIGDIR)/sunmao.pc $(DESTDIR)$(PKGCONFIGDIR)/sunmao-static.pc \
-	    $(DESTDIR)$(CMAKEDIR)/sunmaoConfig.cmake $(DESTDIR)$(CMAKEDIR)/sunmaoConfigVersion.cmake \
+	rm -f $(PKGCONFIG_FILES:%=$(DESTDIR)$(PKGCONFIGDIR)/%) $(CMAKE_FILES:%=$(DESTDIR)$(CMAKEDIR)/%) \
 	    $(DESTDIR)$(DATADIR)/sunmao/new_delete.cc $(INSTANCE_SRCS:instances/%=$(DESTDIR)$(DATADIR)/sunmao/instances/%) \
 	    $(DESTDIR)$(MANDIR)/man3/sunmao.3
 	rm -f $(INSTALLED_HEADERS)
 	@for d in $(DESTDIR)$(INCLUDEDIR)/sunmao $(DESTDIR)$(DATADIR)/sunmao $(DESTDIR)$(CMAKEDIR); do \
 	    [ ! -d "$$d" ] || find "$$d" -depth -type d -empty -delete; \
 	done
-	@for d in $(filter-out $(PREFIX) /,$(MANDIR)/man3 $(MANDIR) $(patsubst %/,%,$(dir $(CMAKEDIR))) $(PKGCONFIGDIR) \
-	    $(LIBDIR) $(INCLUDEDIR) $(DATADIR)); do \
-	    [ ! -d "$(DESTDIR)$$d" ] || rmdir --ignore-fail-on-non-empty "$(DESTDIR)$$d"; \
+	@for d in $(MANDIR)/man3 $(PKGCONFIGDIR) $(patsubst %/,%,$(dir $(CMAKEDIR))) $(LIBDIR) $(INCLUDEDIR) $(DATADIR); do \
+	    while [ -n "$$d" ] && [ "$$d" != "$(PREFIX)" ] && [ "$$d" != / ]; do \
+	        [ ! -d "$(DESTDIR)$$d" ] || rmdir --ignore-fail-on-non-empty "$(DESTDIR)$$d"; \
+	        case "$$d" in "$(PREFIX)"/*) d="$${d%/*}" ;; *) d= ;; esac; \
+	    done; \
 	done
 
 clean:

@@ -41,7 +41,7 @@ TEST_SUPPORT := $(wildcard tests/support/*.h)
 # The wcet_stat meter for any allocator (bench/lib/wcetstat.c, bench/README.md): not an instance.
 WCETSTAT   := $(BUILD)/bench/libwcetstat.so
 
-.PHONY: all libs static-libs tests test bench install uninstall clean deps check-headers check-layering stress fuzz help
+.PHONY: all libs static-libs tests test bench install uninstall clean deps check-headers check-layering stress fuzz help tools unit-tests deb
 all: libs tests $(WCETSTAT)
 
 libs: $(SHARED_LIBS) $(STATIC_LIBS)
@@ -56,7 +56,8 @@ $(BUILD)/obj/%.o: instances/%.c $(HEADERS) $(INSTANCE_SRCS) | $(BUILD)/obj
 # the drop-in library must load into C programs without libstdc++.
 $(BUILD)/obj/new_delete.o: src/cxx/new_delete.cc | $(BUILD)/obj
 	$(CXX) $(CPPFLAGS) $(CXXFLAGS) -c $< -o $@
-	objcopy --weaken-symbol=__gxx_personality_v0 $@
+	objcopy --weaken-symbol=__gxx_personality_v0 --weaken-symbol=__cxa_begin_catch \
+	    --weaken-symbol=__cxa_end_catch --weaken-symbol=_ZSt9terminatev $@
 # Named lib<name>.so here (tests and benchmarks preload it from $(BUILD)), with the soname
 # lib<name>.so.MAJOR that make install gives it; the link flags' stamp relinks after a change.
 $(BUILD)/lib%.so: $(BUILD)/obj/%.o $(BUILD)/obj/new_delete.o
@@ -124,7 +125,10 @@ help:
 	'                  the last line is "N passed, N failed[, N skipped]", the status non-zero on a failure' \
 	'  bench           build, install the peer allocators if missing, run the comparison and write' \
 	'                  bench/results/DATE.md (bench/README.md, bench/run.sh --help)' \
-	'  install         libraries and headers into $(DESTDIR)$(PREFIX) (docs/install.md)' \
+	'  install         libraries, headers, pkg-config and CMake files, man page, sunmao-run and the' \
+	'                  wcet_stat meter into $(DESTDIR)$(PREFIX) (docs/install.md)' \
+	'  tools           the wcet_stat meter ($(BUILD)/bench/libwcetstat.so)' \
+	'  unit-tests      only the per-layer unit test programs' \
 	'  uninstall       remove what install put there' \
 	'  deb             build Debian packages (debian/)' \
 	'  stress          the long stress tier: every instance, new seeds, STRESS_MINUTES (tools/stress-long.sh)' \
@@ -143,7 +147,8 @@ help:
 	'  SAN=FLAGS       sanitizer flags for the build, e.g. SAN=-fsanitize=address,undefined' \
 	'  AUTO_DEPS=0     never run apt-get, only report missing packages (now $(AUTO_DEPS))' \
 	'  PREFIX          install prefix ($(PREFIX))' \
-	'  LIBDIR          where install puts the libraries ($(or $(LIBDIR),$(PREFIX)/lib))' \
+	'  LIBDIR          where install puts the libraries ($(LIBDIR))' \
+	'  INCLUDEDIR, DATADIR, MANDIR, PKGCONFIGDIR, CMAKEDIR, BINDIR  the other install directories' \
 	'  DESTDIR         staging root prepended to every install path (packages)' \
 	'  TEST_FILTER=RE  make test: only the tests whose name matches, e.g. TEST_FILTER=build/headers' \
 	'  QUICK=1         make bench: one round, small parameters (about 3 min)' \
@@ -221,7 +226,13 @@ CMAKE_FILES     := sunmaoConfig.cmake sunmaoConfigVersion.cmake
 HEADER_DIRS := $(sort $(patsubst include/%/,%,$(dir $(HEADERS))))
 INSTALLED_HEADERS := $(HEADERS:include/%=$(DESTDIR)$(INCLUDEDIR)/%)
 
-install: libs
+# The tools beside the libraries: sunmao-run (a program with an allocator preloaded) and the
+# wcet_stat meter, which sunmao-tools packages.
+BINDIR       ?= $(PREFIX)/bin
+tools: $(WCETSTAT)
+unit-tests: $(UNIT_BINS)
+
+install: libs tools
 	@case "$(VERSION)" in [0-9]*.[0-9]*.[0-9]*) ;; *) echo "make install: no version in include/sunmao/core/version.h" >&2; exit 1 ;; esac
 	install -d $(DESTDIR)$(LIBDIR) $(DESTDIR)$(PKGCONFIGDIR) $(DESTDIR)$(CMAKEDIR) \
 	    $(DESTDIR)$(DATADIR)/sunmao/instances $(DESTDIR)$(MANDIR)/man3 $(HEADER_DIRS:%=$(DESTDIR)$(INCLUDEDIR)/%)
@@ -238,6 +249,9 @@ install: libs
 	install -m 644 src/cxx/new_delete.cc $(DESTDIR)$(DATADIR)/sunmao/
 	install -m 644 $(INSTANCE_SRCS) $(DESTDIR)$(DATADIR)/sunmao/instances/
 	install -m 644 docs/sunmao.3 $(DESTDIR)$(MANDIR)/man3/
+	install -d $(DESTDIR)$(BINDIR) $(DESTDIR)$(LIBDIR)/sunmao
+	sed 's|@LIBDIR@|$(LIBDIR)|' tools/sunmao-run.sh >$(DESTDIR)$(BINDIR)/sunmao-run && chmod 755 $(DESTDIR)$(BINDIR)/sunmao-run
+	install -m 755 $(WCETSTAT) $(DESTDIR)$(LIBDIR)/sunmao/libwcetstat.so
 
 # Removes what install put there, then the directories left empty: sunmao's own (the header tree,
 # cmake/sunmao, share/sunmao) and the standard ones install may have made (man3, pkgconfig, lib,
@@ -249,16 +263,30 @@ uninstall:
 	rm -f $(PKGCONFIG_FILES:%=$(DESTDIR)$(PKGCONFIGDIR)/%) $(CMAKE_FILES:%=$(DESTDIR)$(CMAKEDIR)/%) \
 	    $(DESTDIR)$(DATADIR)/sunmao/new_delete.cc $(INSTANCE_SRCS:instances/%=$(DESTDIR)$(DATADIR)/sunmao/instances/%) \
 	    $(DESTDIR)$(MANDIR)/man3/sunmao.3
-	rm -f $(INSTALLED_HEADERS)
+	rm -f $(INSTALLED_HEADERS) $(DESTDIR)$(BINDIR)/sunmao-run $(DESTDIR)$(LIBDIR)/sunmao/libwcetstat.so
+	@[ ! -d $(DESTDIR)$(LIBDIR)/sunmao ] || rmdir --ignore-fail-on-non-empty $(DESTDIR)$(LIBDIR)/sunmao
 	@for d in $(DESTDIR)$(INCLUDEDIR)/sunmao $(DESTDIR)$(DATADIR)/sunmao $(DESTDIR)$(CMAKEDIR); do \
 	    [ ! -d "$$d" ] || find "$$d" -depth -type d -empty -delete; \
 	done
-	@for d in $(MANDIR)/man3 $(PKGCONFIGDIR) $(patsubst %/,%,$(dir $(CMAKEDIR))) $(LIBDIR) $(INCLUDEDIR) $(DATADIR); do \
+	@for d in $(BINDIR) $(MANDIR)/man3 $(PKGCONFIGDIR) $(patsubst %/,%,$(dir $(CMAKEDIR))) $(LIBDIR) $(INCLUDEDIR) $(DATADIR); do \
 	    while [ -n "$$d" ] && [ "$$d" != "$(PREFIX)" ] && [ "$$d" != / ]; do \
 	        [ ! -d "$(DESTDIR)$$d" ] || rmdir --ignore-fail-on-non-empty "$(DESTDIR)$$d"; \
 	        case "$$d" in "$(PREFIX)"/*) d="$${d%/*}" ;; *) d= ;; esac; \
 	    done; \
 	done
+
+# Debian packages libsunmao0, libsunmao-dev and sunmao-tools (debian/), built with
+# dpkg-buildpackage from a copy of this tree in $(BUILD)/deb/src (it writes its results beside the
+# tree it builds): the .deb files, .buildinfo and .changes land in $(BUILD)/deb.
+deb:
+	@AUTO_DEPS=$(AUTO_DEPS) tools/ensure-deps.sh deb
+	@rm -rf $(BUILD)/deb && mkdir -p $(BUILD)/deb/src
+	@tar --exclude=./$(BUILD) --exclude=./.git -cf - . | tar -xf - -C $(BUILD)/deb/src
+	@echo "make deb: dpkg-buildpackage (log: $(BUILD)/deb/build.log)"
+	@cd $(BUILD)/deb/src && dpkg-buildpackage -us -uc -b -j$(shell nproc 2>/dev/null || echo 2) >../build.log 2>&1 || \
+	    { tail -20 ../build.log; echo "make deb: dpkg-buildpackage failed (log: $(BUILD)/deb/build.log)" >&2; exit 1; }
+	@rm -rf $(BUILD)/deb/src
+	@ls $(BUILD)/deb/*.deb
 
 clean:
 	rm -rf $(BUILD)

@@ -5,12 +5,13 @@ set -u
 case "${1:-}" in
     -h | --help)
         cat <<'USAGE'
-usage: tools/ensure-deps.sh [-h|--help] [build|bench]     (or: make deps; make bench runs both)
+usage: tools/ensure-deps.sh [-h|--help] [build|bench|deb]     (or: make deps; make bench and make deb run theirs)
 
 Installs with apt-get (through sudo when not root) the Debian packages that a target needs and
 that are not installed yet; does nothing when all are there.
   build   compilers and tools for make, make test (default)
   bench   the peer allocators (jemalloc, tcmalloc, mimalloc), redis, sqlite3, gnuplot, ...
+  deb     dpkg-buildpackage and debhelper, for make deb
 
 Environment: AUTO_DEPS=0 only reports what is missing and installs nothing (default 1).
 USAGE
@@ -23,8 +24,9 @@ case "${1:-build}" in
     # real programs under each allocator (tests/programs/real_programs.sh).
     # cmake and pkg-config: tests/build/install.sh builds programs against `make install`'s files.
     build) pkgs="gcc g++ make clang python3 sqlite3 binutils cmake pkg-config git redis-server redis-tools libpython$(/usr/bin/python3 -c 'import sys; print("%d.%d" % sys.version_info[:2])' 2>/dev/null || echo 3.11)-testsuite libclang-rt-dev libfuzzer-CLANG-dev" ;;
+    deb) pkgs="dpkg-dev debhelper fakeroot" ;;
     bench) pkgs="libjemalloc2 libtcmalloc-minimal4 libmimalloc2.0 redis-server redis-tools sqlite3 python3 gnuplot-nox time" ;;
-    *) echo "ensure-deps.sh: unknown target '$1' (expected build or bench)" >&2; exit 2 ;;
+    *) echo "ensure-deps.sh: unknown target '$1' (expected build, bench or deb)" >&2; exit 2 ;;
 esac
 clang_major=$(clang --version 2>/dev/null | sed -n 's/.*clang version \([0-9][0-9]*\).*/\1/p' | head -1)
 pkgs="${pkgs//libfuzzer-CLANG-dev/libfuzzer-${clang_major:-14}-dev}"

@@ -88,6 +88,16 @@ SM_INLINE void sm_sync_transit_end(void *prev)
     *(void *volatile *)&sm_sync_in_transit = prev;
 }
 SM_INLINE void *sm_sync_transit_now(void) { return *(void *volatile *)&sm_sync_in_transit; }
+/* A waiting path that spins on its own loads marks its lock `waiting` (l | 1) while it spins and
+ * `l` again around each atomic that may take it: a fork from a handler then knows the interrupted
+ * call does not hold l and may wait for it (sm_sync_fork_begin). */
+SM_INLINE void *sm_sync_transit_waiting(const void *l) { return (void *)((uintptr_t)l | 1); }
+SM_INLINE void sm_sync_transit_mark(void *v)
+{
+    __atomic_signal_fence(__ATOMIC_SEQ_CST);
+    *(void *volatile *)&sm_sync_in_transit = v;
+    __atomic_signal_fence(__ATOMIC_SEQ_CST);
+}
 
 /* Before a lock's acquisition is tried (returns the transit to restore with sm_sync_entered once
  * the owner word is set, or the try failed); sm_sync_leave after its release, or after a failed
@@ -112,7 +122,7 @@ SM_INLINE void *sm_sync_leaving(void *l) { return sm_sync_transit_begin(l); }
  * thread) is sent the same way: such a call is outside what malloc promises. */
 SM_INLINE void sm_sync_check_reentry(const void *l, const sm_sync_owner_t *o, const void *interrupted)
 {
-    if (sm_unlikely(sm_sync_owner_is_self(o) || interrupted == l))
+    if (sm_unlikely(sm_sync_owner_is_self(o) || ((uintptr_t)interrupted & ~(uintptr_t)1) == (uintptr_t)l))
         sm_sync_reentered();
 }
 
@@ -129,7 +139,13 @@ SM_INLINE void sm_sync_owner_drop(sm_sync_owner_t *o) { sm_sync_owner_clear(o); 
  * its holder (not taken: the child must not use it, as POSIX asks of a child forked from a
  * handler). A budget per lock (100 ms each) was not enough: a holder waiting for the map lock the
  * fork had taken cost every fork 100 ms, and a signal storm then left the interrupted thread no
- * time to run (fork_signal under hslab, 1 run in 6). */
+ * time to run (fork_signal under hslab, 1 run in 6).
+ * The lock the interrupted call is taking or releasing (its transit) gets one try and no wait:
+ * between the atomic that takes it and its owner word (or the owner word's clearing and the
+ * release) the interrupted call holds it unnamed, so waiting was for its own lock, the whole budget
+ * on every fork; under a signal storm the interrupted call then never ran again (fork_signal under
+ * hslabd, 1 run in 12). A policy that waits inside a call it cannot mark (mutex, posix_spin, the
+ * ticket it drew) leaves that lock to its holder too; spinlock marks its wait (transit_waiting). */
 #define SM_SYNC_FORK_WAIT_MS 5
 static __thread uint64_t sm_sync_fork_until __attribute__((tls_model("initial-exec")));
 SM_INLINE void sm_sync_fork_begin(void)
@@ -162,6 +178,10 @@ SM_INLINE int sm_sync_owner_fork_state(sm_sync_owner_t *o)
         }                                                                              \
         if (!sm_sync_fork_holding) {                                                   \
             sm_sync_##P##_lock(l);                                                     \
+            return;                                                                    \
+        }                                                                              \
+        if (sm_sync_transit_now() == (void *)l) {                                      \
+            (void)sm_sync_##P##_trylock(l);                                            \
             return;                                                                    \
         }                                                                              \
         while (!sm_sync_##P##_trylock(l) && sm_plat_now_ns() < sm_sync_fork_until)     \

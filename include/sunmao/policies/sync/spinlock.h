@@ -17,8 +17,10 @@ SM_SLOWPATH void sm_sync_spinlock_contended(sm_sync_spinlock_t *l, void *interru
     sm_sync_check_reentry(l, &l->owner, interrupted);
     unsigned spins = 1;
     do {
+        sm_sync_transit_mark(sm_sync_transit_waiting(l)); /* held by another: a fork may wait */
         while (__atomic_load_n(&l->locked, __ATOMIC_RELAXED))
             sm_sync_backoff(&spins);
+        sm_sync_transit_mark(l);
     } while (__atomic_exchange_n(&l->locked, 1, __ATOMIC_ACQUIRE));
 }
 

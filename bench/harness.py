@@ -190,6 +190,13 @@ def workloads():
           desc="1..16 MiB blocks, every page touched"),
         W("release", "memory", ["release", "64", "400", "10", "2000"], ["release", "16", "100", "3", "1000"],
           geo=("rss",), desc="RSS after freeing small/medium/large phases, while idle (time: mostly fixed waits)"),
+        # The memory-return target: RSS under 15% of the peak after 90% of a 1 GiB working set
+        # is freed, idle for the decay time + 1 s, and after malloc_trim(0). The figures are the
+        # metrics (% of what the phase added); time and peak RSS are the same work for everyone.
+        W("purge-small", "memory", ["purge", "small", "1024", "1250"], ["purge", "small", "256", "1250"], geo=(),
+          desc="1 GiB of 16..512 B blocks, the oldest 90% freed: RSS after 1.25 s idle and after malloc_trim(0)"),
+        W("purge-large", "memory", ["purge", "large", "1024", "1250"], ["purge", "large", "256", "1250"], geo=(),
+          desc="1 GiB of 256 KiB..2 MiB blocks, the oldest 90% freed: RSS after 1.25 s idle and after malloc_trim(0)"),
         W("manythreads", "memory", ["manythreads", "64", "3", "4194304"], ["manythreads", "32", "2", "2097152"],
           desc="64 threads alive at once after bursts of small objects: what per-thread caches hold"),
     ]
@@ -802,6 +809,8 @@ def report(ws, allocs, baseline, rounds, timeout, data, wall):
     mrows = [("micro-st", "ns_per_pair", "micro-st ns/pair"), ("micro-mt", "ns_per_pair", "micro-mt ns/pair")]
     mrows += [(w["name"], "mops_per_s", "%s Mops/s" % w["name"]) for w in ws if w["group"] == "scaling"]
     mrows += [("redis", "rps_get", "redis GET req/s"), ("redis", "rps_set", "redis SET req/s")]
+    mrows += [("purge-%s" % ph, "%s_%s_pct" % (ph, when), "purge-%s %s %%" % (ph, label))
+              for ph in ("small", "large") for when, label in (("idle", "idle"), ("trim", "trimmed"))]
     mrows = [m for m in mrows if any(w["name"] == m[0] for w in ws)]
     if mrows:
         lines.append("")

@@ -9,6 +9,7 @@
  *   :: slab_lk(sync=spinlock, sizeclass=tc, size_handle=[0, 8 KiB])  objects, one lock per class
  *                                                                and CPU shard, 2 empty slabs kept
  *   :: thread_cache(sizeclass=tc, size_handle=[0, 8 KiB])       no lock, no atomics, 1.5 MiB
+ *   :: prof(sync=mutex)                                         heap profiles, off unless prof:true
  *   :: malloc_socket
  *
  * Design, measurements and what was tried: docs/default-allocator.md.
@@ -116,7 +117,15 @@
 /* Included by another instance as its base (SM_INSTANCE_BASE): that instance composes the
  * layers it adds and the socket on top of sunmao_cache. */
 #ifndef SM_INSTANCE_BASE
-#define SM_NEXT sunmao_cache
+/* Heap profiling and leak reports (SUNMAO_CONF prof:true, docs/operations.md), off by default: then
+ * a TLS countdown that never runs out on malloc and one range test on free (docs/layers.md, prof). */
+#define SM_LAYER sunmao_prof
+#define SM_NEXT  sunmao_cache
+#define SM_SYNC  mutex
+#define SM_ERR   warn
+#include <sunmao/layers/addon/prof.h>
+
+#define SM_NEXT sunmao_prof
 #define SM_ERR  warn
 #include <sunmao/sockets/select.h>
 #endif

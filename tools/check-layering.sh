@@ -70,6 +70,7 @@ rule_for() {
         include/sunmao/core/*) echo "core/" ;;
         include/sunmao/platform/*) echo "core/ platform/" ;;
         include/sunmao/policies/*) echo "core/ policies/ platform/platform.h" ;;
+        include/sunmao/os/sheap_glk.h) echo "os/sheap.h" ;;   # the paper's name for it
         include/sunmao/os/*/*)   # a part of an OS layer
             local own="${1#include/sunmao/}"
             echo "core/ policies/ platform/platform.h ${own%/*}.h" ;;
@@ -85,6 +86,7 @@ rule_for() {
             local parts="${1#include/sunmao/}"
             echo "core/ policies/ platform/platform.h ${parts%.h}/" ;;
         include/sunmao/sockets/*) echo "core/ policies/ platform/platform.h sockets/" ;;
+        include/sunmao/introspect.h) echo "core/" ;;   # a program's declarations: system headers only
         *) echo "" ;;
     esac
 }

@@ -23,7 +23,7 @@ case "${1:-build}" in
     # (tests/fuzz/fuzz.sh) builds with clang's ASan and libFuzzer; git, redis and Python's test suite:
     # real programs under each allocator (tests/programs/real_programs.sh).
     # cmake and pkg-config: tests/build/install.sh builds programs against `make install`'s files.
-    build) pkgs="gcc g++ make clang python3 sqlite3 binutils cmake pkg-config git redis-server redis-tools libpython$(/usr/bin/python3 -c 'import sys; print("%d.%d" % sys.version_info[:2])' 2>/dev/null || echo 3.11)-testsuite libclang-rt-dev libfuzzer-CLANG-dev" ;;
+    build) pkgs="gcc g++ make clang python3 sqlite3 binutils cmake pkg-config git redis-server redis-tools libpython$(/usr/bin/python3 -c 'import sys; print("%d.%d" % sys.version_info[:2])' 2>/dev/null || echo 3.11)-testsuite libclang-rt-dev libfuzzer-CLANG-dev libjemalloc-dev google-perftools" ;;
     deb) pkgs="dpkg-dev debhelper fakeroot" ;;
     bench) pkgs="libjemalloc2 libtcmalloc-minimal4 libmimalloc2.0 redis-server redis-tools sqlite3 python3 gnuplot-nox time" ;;
     *) echo "ensure-deps.sh: unknown target '$1' (expected build, bench or deb)" >&2; exit 2 ;;

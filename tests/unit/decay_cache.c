@@ -53,6 +53,7 @@ static inline bool cnt_getmeta(sm_mctx_t *c) { return mm_getmeta(c); }
 static inline bool cnt_resize(sm_mctx_t *c, size_t n) { return mm_resize(c, n); }
 static inline void cnt_release(sm_release_t *r) { mm_release(r); }
 static inline void cnt_thread_exit(void) { mm_thread_exit(); }
+static inline void cnt_stats(sm_stats_t *s) { mm_stats(s); }
 static inline void cnt_fork_prepare(void) { mm_fork_prepare(); }
 static inline void cnt_fork_parent(void) { mm_fork_parent(); }
 static inline void cnt_fork_child(void) { mm_fork_child(); }

@@ -103,6 +103,7 @@ struct hit_calls { unsigned long alloc_hit, alloc_hit_got, alloc_miss, free_hit,
     static inline bool L##_purge(sm_mctx_t *c) { return N##_purge(c); }                              \
     static inline void L##_release(sm_release_t *r) { N##_release(r); }                               \
     static inline void L##_thread_exit(void) { N##_thread_exit(); }                                   \
+    static inline void L##_stats(sm_stats_t *s) { N##_stats(s); }                                     \
     static inline void L##_fork_prepare(void) { N##_fork_prepare(); }                                 \
     static inline void L##_fork_parent(void) { N##_fork_parent(); }                                   \
     static inline void L##_fork_child(void) { N##_fork_child(); }                                    \

@@ -83,6 +83,7 @@ static inline bool bump_resize(sm_mctx_t *c, size_t n) { (void)c, (void)n; retur
 static inline bool bump_purge(sm_mctx_t *c) { (void)c; return false; }
 static inline void bump_release(sm_release_t *r) { (void)r; }
 static inline void bump_thread_exit(void) {}
+static inline void bump_stats(sm_stats_t *s) { (void)s; }
 static inline void bump_fork_prepare(void) {}
 static inline void bump_fork_parent(void) {}
 static inline void bump_fork_child(void) {}

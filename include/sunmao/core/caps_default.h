@@ -7,6 +7,9 @@
  *   #define SM_LAYER_CAPS   SM_CAPS(SM_NEXT)                 (optional) the L_caps it declares, when
  *                                                            it differs: a layer that forwards every
  *                                                            capability offers its next layer's
+ *   #define SM_LAYER_STATS  1                                (optional) it defines L_stats itself
+ *                                                            (core/stats.h); the default adds an
+ *                                                            empty entry with its name and forwards
  *   @check: <sunmao/core/layer.h> SM_LAYER=t SM_LAYER_OFFERS=SM_CAP_ALL */
 #include "capability.h"
 
@@ -81,5 +84,17 @@ SM_INLINE SM_UNUSED bool SM_FN(remap)(sm_mctx_t *c, size_t n)
 enum { SM_FN(stable_max) = 0 };
 #endif
 
+/* Statistics (core/stats.h): a layer that holds no memory of its own reports its name only. */
+#ifndef SM_LAYER_STATS
+SM_INLINE SM_UNUSED void SM_FN(stats)(sm_stats_t *s)
+{
+    sm_stats_layer(s, SM_LAYER_NAME);
+#ifdef SM_NEXT
+    SM_NEXT_FN(stats)(s);
+#endif
+}
+#endif
+
 #undef SM_LAYER_OFFERS
 #undef SM_LAYER_CAPS
+#undef SM_LAYER_STATS

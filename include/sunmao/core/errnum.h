@@ -9,6 +9,9 @@ static int sm_errno_value;
 #define errno  sm_errno_value
 #define ENOMEM 12
 #define EINVAL 22
+#define ENOENT 2  /* Linux's values: the introspection API returns them (sockets/introspect_ctl.h) */
+#define EPERM  1
+#define EFAULT 14
 #else
 #include <errno.h>
 #endif

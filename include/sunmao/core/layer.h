@@ -42,6 +42,14 @@
  *   void  L_release(sm_release_t *r) give back memory held free: all of it, or what has decayed
  *                                    (core/release.h); then the next layer's.
  *   void  L_thread_exit(void)        the calling thread is exiting: return its cached state.
+ *   void  L_stats(sm_stats_t *s)     add this layer's figures (an entry named SM_LAYER_NAME: bytes
+ *                                    in use, held from below, dirty, metadata; per size class),
+ *                                    under its lock where it has one, then call the next layer's;
+ *                                    an OS layer adds mapped, resident and retained. Never on a
+ *                                    request path; no allocation. Default (core/caps_default.h):
+ *                                    an empty entry, forwarded; a layer that holds memory defines
+ *                                    its own and SM_LAYER_STATS 1. How the totals, `allocated`
+ *                                    exact among them, follow from the entries: core/stats.h.
  *   void  L_fork_prepare(void)       take every lock of this layer, then the next layer's;
  *   void  L_fork_parent(void)        release them in the parent;
  *   void  L_fork_child(void)         make them usable again in the (single-threaded) child.
@@ -62,6 +70,7 @@
 #include "mctx.h"
 #include "capability.h"
 #include "release.h"
+#include "stats.h"
 
 /* A composition that calls what no header declared (a misspelt layer or policy name, a policy whose
  * header is not there) is an error whatever the build's flags: C99 removed implicit declarations,
@@ -106,6 +115,31 @@
     {                                                                                  \
         SM_SYNC_FN(fork_reinit)(lockp);                                                \
         SM_NEXT_FN(fork_child)();                                                      \
+    }
+
+/* L_alloc and L_free of a layer that offers SM_CAP_HIT (core/capability.h): its hit path, else its
+ * miss with the request's one context (and, for a free, the owner word the hit read). Expands to
+ * the two functions. */
+#define SM_ALLOC_FREE_BY_HIT()                                                         \
+    SM_INLINE void *SM_FN(alloc)(sm_mctx_t *c)                                         \
+    {                                                                                  \
+        if (c->align <= SM_MIN_ALIGN) {                                                \
+            void *p = SM_FN(alloc_hit)(c->size);                                       \
+            if (sm_likely(p != NULL))                                                  \
+                return c->ptr = p;                                                     \
+        }                                                                              \
+        return SM_FN(alloc_miss)(c);                                                   \
+    }                                                                                  \
+    SM_INLINE void SM_FN(free)(sm_mctx_t *c)                                           \
+    {                                                                                  \
+        uintptr_t w = SM_OWNER_UNKNOWN;                                                \
+        if (sm_likely(SM_FN(free_hit)(c->ptr, c->size, c->flags, &w)))                 \
+            return;                                                                    \
+        if (w != SM_OWNER_UNKNOWN) {                                                   \
+            c->owner_word = w;                                                         \
+            c->flags |= SM_F_OWNER;                                                    \
+        }                                                                              \
+        SM_FN(free_miss)(c);                                                           \
     }
 
 /* Options (SM_OPT_*) are read once, when the template is included: a template gives each a

@@ -23,15 +23,34 @@
 #ifndef SM_META_ROUTED
 #define SM_META_ROUTED
 
+/* The end of a route counts what it hands out, in the serving layer's units (its getmeta), so the
+ * statistics can tell metadata from the program's blocks (core/stats.h). Metadata requests are
+ * rare: an atomic add and a lookup cost nothing measurable there. */
+#define SM_META_COUNTED(layer)                                                                     \
+    SM_INLINE SM_UNUSED void *SM_FN(meta_alloc)(sm_mctx_t *c)                                      \
+    {                                                                                              \
+        void *p = SM_CAT3(layer, _, alloc)(c);                                                     \
+        sm_mctx_t q = sm_mctx_block(p, 0, 0);                                                      \
+        if (p && SM_CAT3(layer, _, getmeta)(&q))                                                   \
+            __atomic_add_fetch(&sm_stats_meta_route_bytes, q.usable, __ATOMIC_RELAXED);            \
+        return p;                                                                                  \
+    }                                                                                              \
+    SM_INLINE SM_UNUSED void SM_FN(meta_free)(sm_mctx_t *c)                                        \
+    {                                                                                              \
+        sm_mctx_t q = sm_mctx_block(c->ptr, 0, 0);                                                 \
+        if (SM_CAT3(layer, _, getmeta)(&q))                                                        \
+            __atomic_sub_fetch(&sm_stats_meta_route_bytes, q.usable, __ATOMIC_RELAXED);            \
+        SM_CAT3(layer, _, free)(c);                                                                \
+    }
+
 #if defined(SM_META)
-SM_INLINE SM_UNUSED void *SM_FN(meta_alloc)(sm_mctx_t *c) { return SM_CAT3(SM_META, _, alloc)(c); }
-SM_INLINE SM_UNUSED void SM_FN(meta_free)(sm_mctx_t *c) { SM_CAT3(SM_META, _, free)(c); }
+SM_META_COUNTED(SM_META)
 #elif defined(SM_NEXT)
 SM_INLINE SM_UNUSED void *SM_FN(meta_alloc)(sm_mctx_t *c) { return SM_NEXT_FN(meta_alloc)(c); }
 SM_INLINE SM_UNUSED void SM_FN(meta_free)(sm_mctx_t *c) { SM_NEXT_FN(meta_free)(c); }
 #else
-SM_INLINE SM_UNUSED void *SM_FN(meta_alloc)(sm_mctx_t *c) { return SM_FN(alloc)(c); }
-SM_INLINE SM_UNUSED void SM_FN(meta_free)(sm_mctx_t *c) { SM_FN(free)(c); }
+SM_META_COUNTED(SM_LAYER)
 #endif
+#undef SM_META_COUNTED
 
 #endif /* SM_META_ROUTED */

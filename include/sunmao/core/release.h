@@ -26,7 +26,9 @@
 #include <stdint.h>
 #include "compiler.h"
 
-enum { SM_RELEASE_DECAYED = 0, SM_RELEASE_ALL = 1 };
+/* SM_RELEASE_THREAD: the calling thread's cached objects go back (thread.tcache.flush); every
+ * other layer treats it as SM_RELEASE_DECAYED. */
+enum { SM_RELEASE_DECAYED = 0, SM_RELEASE_ALL = 1, SM_RELEASE_THREAD = 2 };
 
 typedef struct sm_release {
     uint64_t now_ms;  /* CLOCK_MONOTONIC, ms */

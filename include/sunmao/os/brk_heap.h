@@ -66,7 +66,8 @@ static struct {
     char *brk_end;    /* the break as this layer last set it */
     char *clean_from; /* [clean_from, brk_end) has never been handed out: it is still zero */
     struct SM_FN(free_block) *free_list; /* address order */
-} SM_FN(obj) = { SM_SYNC_INIT, { { 0 } }, 0, 0, 0, 0, 0 };
+    size_t in_use, direct;               /* statistics: live blocks, those mapped for themselves */
+} SM_FN(obj) = { SM_SYNC_INIT, { { 0 } }, 0, 0, 0, 0, 0, 0, 0 };
 
 enum {
     SM_FN(thread_safe) = SM_CAT3(sm_sync_, SM_SYNC, _thread_safe),
@@ -85,7 +86,16 @@ SM_INLINE uintptr_t SM_FN(word)(const void *p)
 
 SM_INLINE bool SM_FN(record)(void *p, uintptr_t w)
 {
-    return sm_pagemap_set(&SM_FN(obj).map, SM_FN(granule_shift), p, 1, w, SM_FN(node_alloc));
+    /* Every live block comes and goes through here (under the lock): in_use follows the words. */
+    uintptr_t old = sm_pagemap_get(&SM_FN(obj).map, SM_FN(granule_shift), p);
+    if (!sm_pagemap_set(&SM_FN(obj).map, SM_FN(granule_shift), p, 1, w, SM_FN(node_alloc)))
+        return false;
+    size_t was = (old & SM_FN(w_live)) ? old & ~(uintptr_t)SM_FN(w_kind_mask) : 0;
+    size_t now = (w & SM_FN(w_live)) ? w & ~(uintptr_t)SM_FN(w_kind_mask) : 0;
+    SM_FN(obj).in_use += now - was;
+    if ((old | w) & SM_FN(w_direct))
+        SM_FN(obj).direct += ((w & SM_FN(w_direct)) ? now : 0) - ((old & SM_FN(w_direct)) ? was : 0);
+    return true;
 }
 
 SM_INLINE int SM_FN(create)(void)
@@ -380,6 +390,21 @@ SM_UNUSED static void SM_FN(release)(sm_release_t *r)
 }
 
 SM_INLINE void SM_FN(thread_exit)(void) {}
+/* Mapped: the break's run and the blocks mapped for themselves; resident at most that. */
+SM_INLINE void SM_FN(cs_stats)(void *arg)
+{
+    sm_stats_layer_t *l = (sm_stats_layer_t *)arg;
+    l->in_use = SM_FN(obj).in_use;
+    for (struct SM_FN(free_block) *f = SM_FN(obj).free_list; f; f = f->next)
+        l->dirty += f->size;
+    l->mapped = l->resident = (size_t)(SM_FN(obj).brk_end - SM_FN(obj).run_start) + SM_FN(obj).direct;
+}
+SM_INLINE void SM_FN(stats)(sm_stats_t *s)
+{
+    SM_SYNC_FN(atomic_exec)(&SM_FN(obj).lock, SM_FN(cs_stats), sm_stats_layer(s, SM_LAYER_NAME));
+}
+#define SM_LAYER_STATS 1
+
 SM_INLINE void SM_FN(fork_prepare)(void) { SM_SYNC_FN(fork_lock)(&SM_FN(obj).lock); }
 SM_INLINE void SM_FN(fork_parent)(void) { SM_SYNC_FN(fork_unlock)(&SM_FN(obj).lock); }
 SM_INLINE void SM_FN(fork_child)(void) { SM_SYNC_FN(fork_reinit)(&SM_FN(obj).lock); }

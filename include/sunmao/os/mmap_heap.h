@@ -31,6 +31,7 @@
  * Parts, in os/mmap_heap/, included below by this template only: thread_heap.h (thread heaps).
  * @check: SM_LAYER=t <sunmao/policies/err/warn.h> SM_ERR=warn */
 #include "../core/bits.h"
+#include "../core/conf.h"
 #include "../core/layer.h"
 #include "../core/errors.h"
 #include "../core/pagemap.h"
@@ -106,7 +107,8 @@ static struct {
     struct SM_FN(link) *orphans;                 /* region tails of exited threads */
     uint64_t arena_top;                          /* SM_OPT_FAA_GROWTH: the arena and its next region */
     size_t arenas;                               /* arenas reserved (under the lock) */
-} SM_FN(obj) = { SM_SYNC_INIT, { { 0 } }, { 0 }, 0, 0, 0, 0 };
+    size_t in_use, node_bytes;                   /* statistics: live blocks, page-map nodes (atomic) */
+} SM_FN(obj) = { SM_SYNC_INIT, { { 0 } }, { 0 }, 0, 0, 0, 0, 0, 0 };
 
 /* Default TLS model on purpose: initial-exec would make the library impossible to dlopen. */
 static __thread struct { char *cur, *end; } SM_FN(region);
@@ -129,6 +131,8 @@ static void *SM_FN(node_alloc)(size_t bytes)
     int saved = errno;
     void *p = sm_plat_map(bytes);
     errno = saved;
+    if (p)
+        __atomic_add_fetch(&SM_FN(obj).node_bytes, bytes, __ATOMIC_RELAXED);
     return p;
 }
 
@@ -146,7 +150,25 @@ SM_INLINE bool SM_FN(word_live)(uintptr_t w)
 
 SM_INLINE bool SM_FN(record)(void *p, uintptr_t w)
 {
-    return sm_pagemap_set(&SM_FN(obj).map, SM_FN(granule_shift), p, 1, w, SM_FN(node_alloc));
+    /* Every live block comes and goes through here: the statistics' in_use follows the words. */
+    uintptr_t old = SM_FN(word)(p);
+    if (!sm_pagemap_set(&SM_FN(obj).map, SM_FN(granule_shift), p, 1, w, SM_FN(node_alloc)))
+        return false;
+    size_t was = SM_FN(word_live)(old) ? old & ~(uintptr_t)SM_FN(w_kind_mask) : 0;
+    size_t now = SM_FN(word_live)(w) ? w & ~(uintptr_t)SM_FN(w_kind_mask) : 0;
+    if (was != now)
+        __atomic_add_fetch(&SM_FN(obj).in_use, now - was, __ATOMIC_RELAXED);
+    return true;
+}
+
+/* The huge-page hint of a new mapping: the layer's own (want: SM_OPT_HUGE_PAGES and a mapping that
+ * large) unless thp (core/conf.h) says always or never. Mapping paths only. */
+SM_INLINE void SM_FN(hint_pages)(void *p, size_t bytes, bool want)
+{
+    if (sm_conf.thp == SM_CONF_THP_NEVER)
+        sm_plat_hint_nohuge(p, bytes);
+    else if (want || sm_conf.thp == SM_CONF_THP_ALWAYS)
+        sm_plat_hint_huge(p, bytes);
 }
 
 SM_INLINE int SM_FN(create)(void)
@@ -190,8 +212,7 @@ SM_SLOWPATH void *SM_FN(map_direct)(sm_mctx_t *c)
     void *p = sm_plat_map_aligned(bytes, align);
     if (!p)
         return c->ptr = NULL;
-    if (SM_OPT_HUGE_PAGES && bytes >= SM_FN(huge_bytes))
-        sm_plat_hint_huge(p, bytes);
+    SM_FN(hint_pages)(p, bytes, SM_OPT_HUGE_PAGES && bytes >= SM_FN(huge_bytes));
     if (!SM_FN(record_2)(p, bytes | SM_FN(w_direct), NULL, 0)) {
         /* no memory for the registry: a block we could not recognise must not escape */
         sm_plat_unmap(p, bytes);
@@ -420,6 +441,16 @@ SM_INLINE void SM_FN(thread_exit)(void)
     struct SM_FN(cs_push) push = { &SM_FN(obj).orphans, t, false };
     SM_SYNC_FN(atomic_exec)(&SM_FN(obj).lock, SM_FN(cs_push), &push);
 }
+
+/* Blocks are unmapped or purged when freed: what is mapped is what is handed out, plus the map. */
+SM_INLINE void SM_FN(stats)(sm_stats_t *s)
+{
+    sm_stats_layer_t *l = sm_stats_layer(s, SM_LAYER_NAME);
+    l->in_use = __atomic_load_n(&SM_FN(obj).in_use, __ATOMIC_RELAXED);
+    l->metadata = __atomic_load_n(&SM_FN(obj).node_bytes, __ATOMIC_RELAXED);
+    l->mapped = l->resident = l->in_use + l->metadata;
+}
+#define SM_LAYER_STATS 1
 
 SM_INLINE void SM_FN(fork_prepare)(void) { SM_SYNC_FN(fork_lock)(&SM_FN(obj).lock); }
 SM_INLINE void SM_FN(fork_parent)(void) { SM_SYNC_FN(fork_unlock)(&SM_FN(obj).lock); }

@@ -66,6 +66,7 @@ static inline int sm_plat_purge(void *p, size_t size, bool lazy)
     return -1;
 }
 static inline void sm_plat_hint_huge(void *p, size_t size) { (void)p, (void)size; }
+static inline void sm_plat_hint_nohuge(void *p, size_t size) { (void)p, (void)size; }
 /* No memory protection here: a guard layer finds out with n = 0 and stays out of the way. */
 static inline int sm_plat_protect(void *p, size_t n, bool accessible)
 {
@@ -106,6 +107,16 @@ static inline const char *sm_plat_getenv(const char *name)
 {
     (void)name;
     return NULL;
+}
+static inline const char *sm_plat_secure_getenv(const char *name)
+{
+    (void)name;
+    return NULL;
+}
+static inline long sm_plat_readlink(const char *path, char *buf, size_t n)
+{
+    (void)path, (void)buf, (void)n;
+    return -1;
 }
 
 /* One thread: a lock is a flag that catches re-entry in debug builds' eyes, nothing more. */
@@ -150,6 +161,29 @@ static inline void sm_plat_atfork(void (*prepare)(void), void (*parent)(void), v
 }
 
 static inline void sm_plat_write_stderr(const char *s, size_t n) { sm_diag_write(s, n); }
+
+/* No address space to reserve, no files, no loader: a profiler records nothing here. */
+static inline void *sm_plat_reserve(size_t size)
+{
+    (void)size;
+    return NULL;
+}
+static inline int sm_plat_file_create(const char *path) { (void)path; return -1; }
+static inline int sm_plat_file_open(const char *path) { (void)path; return -1; }
+static inline bool sm_plat_file_write(int fd, const void *buf, size_t n) { (void)fd, (void)buf, (void)n; return false; }
+static inline long sm_plat_file_read(int fd, void *buf, size_t n) { (void)fd, (void)buf, (void)n; return -1; }
+static inline void sm_plat_file_close(int fd) { (void)fd; }
+static inline unsigned long sm_plat_pid(void) { return 1; }
+static inline bool sm_plat_code_module(const void *addr, uintptr_t *lo, uintptr_t *hi)
+{
+    (void)addr, (void)lo, (void)hi;
+    return false;
+}
+static inline bool sm_plat_symbol(const void *pc, const char **sym, uintptr_t *off, const char **file, uintptr_t *base)
+{
+    (void)pc, (void)sym, (void)off, (void)file, (void)base;
+    return false;
+}
 
 /* No unwinder and no signals: no call sites are recorded, no fault handler is installed. */
 static inline unsigned sm_plat_backtrace(void **pcs, unsigned n, unsigned skip)

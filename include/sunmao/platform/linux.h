@@ -5,11 +5,12 @@
 #define SUNMAO_PLATFORM_LINUX_H
 
 /* What it calls of the C library is POSIX and the Linux interfaces glibc declares by default
- * (_DEFAULT_SOURCE: what gcc and clang give unless a strict -std=c11/c17 is asked for), plus three
- * Linux extensions declared only with _GNU_SOURCE: mremap with its flags, sched_getcpu and
- * pthread_setname_np. Code built against these headers needs no feature macro, whatever it included
- * before them: when the system headers did not declare those three, they are declared below (the
- * flags with the kernel's values). This file defines no feature macro for the code that includes it. */
+ * (_DEFAULT_SOURCE: what gcc and clang give unless a strict -std=c11/c17 is asked for), plus four
+ * GNU extensions declared only with _GNU_SOURCE: mremap with its flags, sched_getcpu,
+ * pthread_setname_np and secure_getenv. Code built against these headers needs no feature macro,
+ * whatever it included before them: when the system headers did not declare those four, they are
+ * declared below (the flags with the kernel's values). This file defines no feature macro for the
+ * code that includes it. */
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
@@ -30,12 +31,13 @@
 #if !defined(MAP_ANONYMOUS) || !defined(SA_SIGINFO) || !defined(CLOCK_MONOTONIC_COARSE)
 #error "sunmao needs the C library's POSIX and Linux interfaces, which strict ISO C mode (-std=c11, -std=c17) hides: build with -std=gnu11 or later (the compilers' default), or add -D_DEFAULT_SOURCE (or -D_GNU_SOURCE) to the compiler's flags"
 #endif
-#ifndef MREMAP_MAYMOVE /* no _GNU_SOURCE when the first system header was read: the three ourselves */
+#ifndef MREMAP_MAYMOVE /* no _GNU_SOURCE when the first system header was read: declare them ourselves */
 #define MREMAP_MAYMOVE 1
 #define MREMAP_FIXED   2
 extern void *mremap(void *old_address, size_t old_size, size_t new_size, int flags, ...);
 extern int sched_getcpu(void);
 extern int pthread_setname_np(pthread_t thread, const char *name);
+extern char *secure_getenv(const char *name);
 #endif
 #include "../core/bits.h"
 #include "../core/compiler.h"
@@ -152,6 +154,16 @@ static inline void sm_plat_hint_huge(void *p, size_t size)
 {
 #ifdef MADV_HUGEPAGE
     (void)madvise(p, size, MADV_HUGEPAGE);
+#else
+    (void)p, (void)size;
+#endif
+}
+
+/* The opposite hint: no transparent huge pages on a range (thp:never); failure is harmless. */
+static inline void sm_plat_hint_nohuge(void *p, size_t size)
+{
+#ifdef MADV_NOHUGEPAGE
+    (void)madvise(p, size, MADV_NOHUGEPAGE);
 #else
     (void)p, (void)size;
 #endif
@@ -339,6 +351,12 @@ static inline bool sm_plat_entropy(void *buf, size_t n)
 
 /* The value of environment variable name, or NULL; reads the environment, allocates nothing. */
 static inline const char *sm_plat_getenv(const char *name) { return getenv(name); }
+/* The same, but NULL in a setuid or setgid program (secure_getenv): for settings an unprivileged
+ * user must not push into a privileged process (SUNMAO_CONF). */
+static inline const char *sm_plat_secure_getenv(const char *name) { return secure_getenv(name); }
+/* The target of symbolic link path, in buf (n bytes at most, no NUL added): its length, or -1
+ * (no link there). The target is a name, never opened (/etc/sunmao.conf is read this way). */
+static inline long sm_plat_readlink(const char *path, char *buf, size_t n) { return (long)readlink(path, buf, n); }
 
 /* A blocking lock for slow paths (start-up, the mutex policy): sleeps when contended, works before
  * any constructor ran (statically initialised), re-created in a fork child with reinit. */
@@ -447,6 +465,124 @@ SM_HOT unsigned sm_plat_backtrace(void **pcs, unsigned n, unsigned skip)
     if (n)
         _Unwind_Backtrace(sm_plat_trace_step, &t);
     return t.n;
+}
+
+/* Address space only: n bytes (rounded up to pages) that fault on any access until made accessible
+ * with sm_plat_protect, and cost no memory or commit charge before that. NULL (errno = ENOMEM)
+ * when the kernel refuses. For a layer that must tell its blocks by address alone (prof.h). */
+static inline void *sm_plat_reserve(size_t size)
+{
+    if (size == 0 || size > SIZE_MAX / 2 || SM_PLAT_FAULT(SM_PLAT_OP_MAP)) {
+        errno = ENOMEM;
+        return NULL;
+    }
+    void *p = mmap(NULL, sm_align_up(size, sm_plat_page_size()), PROT_NONE,
+                   MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (p == MAP_FAILED) {
+        errno = ENOMEM;
+        return NULL;
+    }
+    return p;
+}
+
+/* Files, for reports written from inside the allocator: no stdio (it allocates), descriptors only.
+ * create: truncate or make path (0644); -1 with errno set. write: all n bytes, false on an error.
+ * read: what read(2) gives (0 at the end, -1 on an error). */
+static inline int sm_plat_file_create(const char *path)
+{
+    int fd;
+    do
+        fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    while (fd < 0 && errno == EINTR);
+    return fd;
+}
+static inline int sm_plat_file_open(const char *path) { return open(path, O_RDONLY | O_CLOEXEC); }
+static inline bool sm_plat_file_write(int fd, const void *buf, size_t n)
+{
+    const char *s = (const char *)buf;
+    while (n) {
+        ssize_t w = write(fd, s, n);
+        if (w < 0 && errno == EINTR)
+            continue;
+        if (w <= 0)
+            return false;
+        s += w;
+        n -= (size_t)w;
+    }
+    return true;
+}
+static inline long sm_plat_file_read(int fd, void *buf, size_t n)
+{
+    ssize_t r;
+    do
+        r = read(fd, buf, n);
+    while (r < 0 && errno == EINTR);
+    return (long)r;
+}
+static inline void sm_plat_file_close(int fd) { close(fd); }
+static inline unsigned long sm_plat_pid(void) { return (unsigned long)getpid(); }
+
+/* The extent [*lo, *hi) of the shared object whose code holds addr (every mapping of its file), read
+ * from /proc/self/maps; false when addr is in the main program (a static link) or cannot be placed.
+ * So a profiler can leave out the allocator's own frames whatever the compiler inlined. */
+static inline bool sm_plat_code_module(const void *addr, uintptr_t *lo, uintptr_t *hi)
+{
+    char exe[256], buf[4096], line[512], path[256] = "";
+    ssize_t en = readlink("/proc/self/exe", exe, sizeof exe - 1);
+    exe[en > 0 ? en : 0] = '\0';
+    int fd = sm_plat_file_open("/proc/self/maps");
+    if (fd < 0)
+        return false;
+    uintptr_t a = (uintptr_t)addr, l = 0, h = 0;
+    size_t ln = 0;
+    long r;
+    for (int pass = 0; pass < 2; pass++) { /* 1: the path; 2: every mapping of it */
+        lseek(fd, 0, SEEK_SET);
+        while ((r = sm_plat_file_read(fd, buf, sizeof buf)) > 0)
+            for (long i = 0; i < r; i++) {
+                if (buf[i] != '\n') {
+                    if (ln < sizeof line - 1)
+                        line[ln++] = buf[i];
+                    continue;
+                }
+                line[ln] = '\0';
+                ln = 0;
+                char *e, *name = strchr(line, '/');
+                uintptr_t s0 = (uintptr_t)strtoull(line, &e, 16), e0 = (uintptr_t)strtoull(e + 1, NULL, 16);
+                if (!name)
+                    continue;
+                if (pass == 0 && a >= s0 && a < e0 && strlen(name) < sizeof path)
+                    strcpy(path, name);
+                if (pass == 1 && strcmp(name, path) == 0) {
+                    l = l && l < s0 ? l : s0;
+                    h = h > e0 ? h : e0;
+                }
+            }
+        if (!path[0])
+            break;
+    }
+    sm_plat_file_close(fd);
+    if (!path[0] || strcmp(path, exe) == 0 || !h)
+        return false;
+    *lo = l, *hi = h;
+    return true;
+}
+
+/* The symbol at or below pc and its object's path (dladdr: the dynamic symbol table only), for a
+ * report at exit; false if none. Never on an allocation path: dladdr takes the loader's lock, which
+ * dlopen holds while it allocates. dladdr is declared by <dlfcn.h> only with _GNU_SOURCE: the
+ * library's own symbol is called under a name of ours, with Dl_info's layout (a stable ABI). */
+struct sm_plat_dl_info { const char *fname; void *fbase; const char *sname; void *saddr; };
+extern int sm_plat_dladdr_(const void *addr, struct sm_plat_dl_info *info) __asm__("dladdr");
+static inline bool sm_plat_symbol(const void *pc, const char **sym, uintptr_t *off, const char **file, uintptr_t *base)
+{
+    struct sm_plat_dl_info di = { 0, 0, 0, 0 };
+    if (!sm_plat_dladdr_(pc, &di))
+        return false;
+    *file = di.fname, *base = (uintptr_t)di.fbase;
+    *sym = di.sname;
+    *off = di.sname ? (uintptr_t)pc - (uintptr_t)di.saddr : 0;
+    return true;
 }
 
 /* Fault hooks: fn(addr) is asked about every SIGSEGV and SIGBUS the kernel raises (addr: the

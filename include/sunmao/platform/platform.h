@@ -8,7 +8,8 @@
  * The contract (both implementations keep it; none allocates, none takes a lock of sunmao's):
  *   memory   sm_plat_page_size(); sm_plat_map(size) fresh zeroed pages or NULL (ENOMEM);
  *            sm_plat_map_aligned(size, align); sm_plat_unmap(p, size) 0/-1; sm_plat_purge(p, size,
- *            lazy) drop pages, keep them mapped (not lazy: they read as zero); sm_plat_hint_huge;
+ *            lazy) drop pages, keep them mapped (not lazy: they read as zero); sm_plat_hint_huge,
+ *            sm_plat_hint_nohuge;
  *            sm_plat_remap_inplace(p, old, new) 0/-1 without moving; sm_plat_remap_to(p, old, new,
  *            dest) move onto a range the caller mapped; sm_plat_sbrk(incr) old break or NULL;
  *            sm_plat_protect(p, n, accessible) 0/-1 (n = 0: whether pages can be protected here);
@@ -28,8 +29,13 @@
  *            sm_plat_atfork(prepare, parent, child); sm_plat_self() the calling thread as a
  *            nonzero word, the same in a fork child (a lock's owner)
  *   process  sm_plat_entropy(buf, n <= 16) bytes the OS gave at start, false if none;
- *            sm_plat_getenv(name); sm_plat_write_stderr(s, n); sm_plat_abort();
+ *            sm_plat_getenv(name); sm_plat_secure_getenv(name) (NULL when setuid);
+ *            sm_plat_readlink(path, buf, n) a link's target; sm_plat_write_stderr(s, n); sm_plat_abort();
  *            sm_plat_at_exit(fn) at normal exit, false if it cannot
+ *            sm_plat_pid(); sm_plat_reserve(size) address space only (PROT_NONE, no commit);
+ *            sm_plat_file_create/open/write/read/close(...) descriptors, no stdio;
+ *            sm_plat_code_module(addr, lo, hi) the shared object holding addr; sm_plat_symbol(pc,
+ *            sym, off, file, base) dladdr, never on an allocation path (profiling: layers/addon/prof.h)
  *   faults   sm_plat_backtrace(pcs, n, skip) the caller's return addresses, how many (0: none
  *            known); sm_plat_fault_hook(fn) fn(addr) asked about each SIGSEGV/SIGBUS in the
  *            handler (true: reported, the fault then kills as it would have), false if none
@@ -46,6 +52,7 @@
 #endif
 #include "../core/mctx.h"
 #include "lifecycle.h"
+#include "report.h" /* introspection's hosted services (sockets/introspect_api.h) */
 
 /* The CPU of request c: the one its socket (a cmalloc-style socket passes a partition) or an earlier
  * layer recorded, else the platform's answer, recorded for the layers after. */

@@ -54,6 +54,7 @@
 #include <stdint.h>
 #include <string.h>
 #include "../core/bits.h"
+#include "../core/conf.h"
 #include "../core/errnum.h"
 #include "../core/layer.h"
 #include "../core/secret.h"
@@ -119,6 +120,10 @@ SM_SLOWPATH void sm_socket_bg_start(void)
     if (!__atomic_compare_exchange_n(&sm_socket_bg_state, &none, SM_SOCKET_BG_RUNNING, false, __ATOMIC_ACQ_REL,
                                      __ATOMIC_RELAXED))
         return;
+    if (!sm_conf.background_thread) { /* the operator's choice: back on requests and malloc_trim only */
+        __atomic_store_n(&sm_socket_bg_state, SM_SOCKET_BG_FAILED, __ATOMIC_RELEASE);
+        return;
+    }
     sm_release_wake = sm_plat_wake;
     if (!sm_plat_spawn(sm_socket_bg_main, "sunmao-release")) /* a sandbox, a thread limit: memory */
         __atomic_store_n(&sm_socket_bg_state, SM_SOCKET_BG_FAILED, __ATOMIC_RELEASE); /* still goes back on requests */
@@ -158,6 +163,8 @@ static void sm_socket_fork_child(void)
     __atomic_store_n(&sm_release_sleeper, 0, __ATOMIC_RELAXED);
 }
 
+static void sm_intro_at_exit(void); /* sockets/introspect_api.h */
+
 SM_SLOWPATH bool sm_socket_init_slow(void)
 {
     sm_plat_lock(&sm_socket_init_lock);
@@ -169,6 +176,7 @@ SM_SLOWPATH bool sm_socket_init_slow(void)
         uint64_t seed;
         if (sm_plat_entropy(&seed, sizeof seed))
             sm_secret_seed(seed);
+        sm_conf_init(); /* before the create hooks, which read it */
         if (SM_NEXT_FN(create)() == 0)
             state = SM_SOCKET_READY;
         else
@@ -182,6 +190,8 @@ SM_SLOWPATH bool sm_socket_init_slow(void)
      * allocates, and that allocation must find a working allocator, not a held lock. */
     if (!__atomic_exchange_n(&sm_socket_hooks_registered, 1, __ATOMIC_ACQ_REL)) {
         sm_plat_atfork(sm_socket_fork_prepare, sm_socket_fork_parent, sm_socket_fork_child);
+        if (sm_conf.stats_print) /* stats_print:true; atexit may allocate: the stack is ready */
+            sm_plat_at_exit(sm_intro_at_exit);
     }
     return true;
 }
@@ -189,6 +199,44 @@ SM_SLOWPATH bool sm_socket_init_slow(void)
 SM_INLINE bool sm_socket_ready(void)
 {
     return sm_likely(__atomic_load_n(&sm_socket_state, __ATOMIC_ACQUIRE) == SM_SOCKET_READY) || sm_socket_init_slow();
+}
+
+/* junk and zero (core/conf.h), on the slow paths only: a fill makes the thread cache step aside
+ * (sm_conf.tcache_on), so every block passes here. Over the usable size, since a program may use
+ * all of it; a block fresh from the OS is zero already. */
+SM_SLOWPATH void *sm_socket_fill_alloc(void *p, size_t size, unsigned flags, bool fresh)
+{
+    sm_mctx_t m = sm_mctx_block(p, 0, 0);
+    size_t usable = SM_NEXT_FN(getmeta)(&m) && m.usable > size ? m.usable : size;
+    if ((flags & SM_F_ZERO) || (sm_conf.fill & SM_CONF_FILL_ZERO)) {
+        if (!fresh)
+            memset(p, 0, usable);
+    } else if (sm_conf.fill & SM_CONF_JUNK_ALLOC) {
+        memset(p, 0xa5, usable);
+    }
+    return p;
+}
+
+/* A block realloc grew in place: its new bytes, from the old usable size on. */
+SM_SLOWPATH void sm_socket_fill_grown(void *p, size_t old_usable)
+{
+    sm_mctx_t m = sm_mctx_block(p, 0, 0);
+    if (!SM_NEXT_FN(getmeta)(&m) || m.usable <= old_usable)
+        return;
+    if (sm_conf.fill & SM_CONF_FILL_ZERO)
+        memset((char *)p + old_usable, 0, m.usable - old_usable);
+    else if (sm_conf.fill & SM_CONF_JUNK_ALLOC)
+        memset((char *)p + old_usable, 0xa5, m.usable - old_usable);
+}
+
+/* Free junk, before the block goes down. The first 16 bytes are left alone: layers keep their links
+ * and marks there once a block is free, and junk written over a block freed twice (which a layer
+ * may still call live) must not break a list before the layer reports the double free. */
+SM_SLOWPATH void sm_socket_junk_free(void *p)
+{
+    sm_mctx_t m = sm_mctx_block(p, 0, 0);
+    if (SM_NEXT_FN(getmeta)(&m) && m.usable > 16)
+        memset((char *)p + 16, 0x5a, m.usable - 16);
 }
 
 /* The whole allocation path: the socket's checks, start-up, then the stack. */
@@ -200,11 +248,15 @@ SM_INLINE void *sm_socket_alloc_stack(size_t size, size_t align, unsigned flags)
     }
     sm_mctx_t c = sm_mctx_alloc(size ? size : 1, align, flags | SM_F_USER);
     void *p = SM_NEXT_FN(alloc_miss)(&c); /* the hit, if any, was tried: never twice */
+    if (!SM_HAS_CAP(SM_NEXT, SM_CAP_HIT)) /* thread.allocated; a thread cache counts its own */
+        sm_stats_thread_bytes[0] += size;
     sm_socket_bg_check();
     if (sm_unlikely(!p)) {
         errno = ENOMEM;
         return NULL;
     }
+    if (sm_unlikely(sm_conf.fill))
+        return sm_socket_fill_alloc(p, size, flags, c.flags & SM_F_FRESH);
     if ((flags & SM_F_ZERO) && !(c.flags & SM_F_FRESH))
         memset(p, 0, size);
     return p;
@@ -212,8 +264,15 @@ SM_INLINE void *sm_socket_alloc_stack(size_t size, size_t align, unsigned flags)
 
 SM_INLINE void sm_socket_free_stack(void *ptr, size_t size, unsigned flags, uintptr_t owner_word)
 {
+    if (sm_unlikely(sm_conf.fill & SM_CONF_JUNK_FREE))
+        sm_socket_junk_free(ptr);
     sm_mctx_t c = sm_mctx_block(ptr, size, owner_word != SM_OWNER_UNKNOWN ? flags | SM_F_OWNER : flags);
     c.owner_word = owner_word;
+    if (!SM_HAS_CAP(SM_NEXT, SM_CAP_HIT)) { /* thread.deallocated: a lookup where the free locks anyway */
+        sm_mctx_t q = sm_mctx_block(ptr, 0, 0);
+        if (SM_NEXT_FN(getmeta)(&q))
+            sm_stats_thread_bytes[1] += q.usable;
+    }
     SM_NEXT_FN(free_miss)(&c);
     /* Not in a fork child until it allocates: its first frees are often glibc's own, under the
      * stack cache lock that pthread_create takes (pthread_join freeing the parent's threads' TLS),
@@ -296,8 +355,11 @@ SM_EXPORT void *SM_API(calloc)(size_t n, size_t size)
 static __attribute__((noinline)) void *sm_socket_realloc_change(void *ptr, size_t size, size_t usable)
 {
     sm_mctx_t c = sm_mctx_block(ptr, 0, 0);
-    if (SM_NEXT_FN(resize)(&c, size))
+    if (SM_NEXT_FN(resize)(&c, size)) {
+        if (sm_unlikely(sm_conf.fill))
+            sm_socket_fill_grown(ptr, usable);
         return ptr;
+    }
     void *moved = sm_socket_alloc(size, SM_MIN_ALIGN, 0);
     if (!moved)
         return size <= usable ? ptr : NULL; /* a shrink that cannot move still succeeds */
@@ -409,3 +471,8 @@ SM_EXPORT void SM_API(free_aligned_sized)(void *ptr, size_t align, size_t size)
     (void)align;
     sm_socket_free(ptr, size, SM_F_SIZED);
 }
+
+/* Statistics, mallctl and glibc's introspection calls over the same stack. */
+#define SM_INTROSPECT_PARTS 1
+#include "introspect_api.h"
+#undef SM_INTROSPECT_PARTS

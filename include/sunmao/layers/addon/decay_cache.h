@@ -44,6 +44,7 @@
  * (eviction, collect, do_chores, decay: the work found under the lock and done after it).
  * @check: <sunmao/policies/err/warn.h> SM_LAYER=m SM_ERR=warn <sunmao/os/mmap_heap.h> SM_LAYER=t SM_NEXT=m <sunmao/policies/sync/mutex.h> SM_SYNC=mutex SM_ERR=warn */
 #include "../../core/bits.h"
+#include "../../core/conf.h"
 #include "../../core/errors.h"
 #include "../../core/layer.h"
 #include "../../platform/platform.h"
@@ -118,7 +119,14 @@ static struct {
 
 SM_INLINE uint64_t SM_FN(now_ms)(void) { return sm_plat_now_ms(); }
 
-SM_INLINE int SM_FN(create)(void) { return SM_NEXT_FN(create)(); }
+/* The decay in force: SM_OPT_DECAY_MS, or dirty_decay_ms (core/conf.h), read once here. */
+static uint64_t SM_FN(decay_ms) = SM_OPT_DECAY_MS;
+
+SM_INLINE int SM_FN(create)(void)
+{
+    SM_FN(decay_ms) = sm_conf_decay_ms(SM_OPT_DECAY_MS);
+    return SM_NEXT_FN(create)();
+}
 
 /* The block count is also read without the lock, as a hint that the cache is empty. */
 SM_INLINE void SM_FN(set_blocks_locked)(size_t n) { __atomic_store_n(&SM_FN(obj).blocks, n, __ATOMIC_RELAXED); }
@@ -287,8 +295,8 @@ SM_INLINE void SM_FN(cs_keep)(void *arg)
         SM_FN(set_blocks_locked)(SM_FN(obj).blocks + 1);
         SM_FN(obj).bytes += size;
         k->kept = true;
-        if (now + SM_OPT_DECAY_MS < SM_FN(obj).next_deadline)
-            __atomic_store_n(&SM_FN(obj).next_deadline, now + SM_OPT_DECAY_MS, __ATOMIC_RELAXED);
+        if (now + SM_FN(decay_ms) < SM_FN(obj).next_deadline)
+            __atomic_store_n(&SM_FN(obj).next_deadline, now + SM_FN(decay_ms), __ATOMIC_RELAXED);
     }
     if (SM_FN(due)(now))
         SM_FN(collect_due_locked)(now, k->w);
@@ -372,6 +380,23 @@ SM_SLOWPATH SM_UNUSED void SM_FN(release)(sm_release_t *r)
 }
 
 SM_INLINE void SM_FN(thread_exit)(void) { SM_NEXT_FN(thread_exit)(); }
+
+/* Cached blocks are the next layer's, held here: dirty ones still backed, purged ones not. */
+SM_INLINE void SM_FN(cs_stats)(void *arg)
+{
+    sm_stats_layer_t *l = (sm_stats_layer_t *)arg;
+    l->blocks = SM_FN(obj).blocks;
+    l->held = SM_FN(obj).bytes;
+    for (unsigned i = 0; i < SM_OPT_MAX_BLOCKS; i++)
+        if (SM_FN(obj).slots[i].state == SM_FN(s_dirty))
+            l->dirty += SM_FN(obj).slots[i].size;
+}
+SM_INLINE void SM_FN(stats)(sm_stats_t *s)
+{
+    SM_SYNC_FN(atomic_exec)(&SM_FN(obj).lock, SM_FN(cs_stats), sm_stats_layer(s, SM_LAYER_NAME));
+    SM_NEXT_FN(stats)(s);
+}
+#define SM_LAYER_STATS 1
 
 SM_INLINE void SM_FN(fork_prepare)(void)
 {

@@ -643,4 +643,8 @@ SM_INLINE SM_UNUSED size_t SM_FN(quarantine_blocks)(void) { return SM_FN(tq) ? S
 #undef SM_OPT_DELAYED_SIZE
 #undef SM_OPT_NODE_XOR
 #undef SM_OPT_FILL
+/* Statistics: no count of this layer's blocks yet (core/stats.h). */
+SM_STATS_INEXACT
+#define SM_LAYER_STATS 1
+
 #include "../../core/layer_end.h"

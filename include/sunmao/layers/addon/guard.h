@@ -626,4 +626,8 @@ SM_SLOWPATH bool SM_FN(on_fault)(void *addr)
 #undef SM_OPT_SAMPLE_EVERY
 #undef SM_OPT_SLOTS
 #undef SM_OPT_MAX_SIZE
+/* Statistics: no count of this layer's blocks yet (core/stats.h). */
+SM_STATS_INEXACT
+#define SM_LAYER_STATS 1
+
 #include "../../core/layer_end.h"

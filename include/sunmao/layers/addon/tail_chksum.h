@@ -501,4 +501,8 @@ SM_INLINE void SM_FN(fork_child)(void) { SM_NEXT_FN(fork_child)(); }
 #define SM_LAYER_OFFERS SM_CAP_HIT
 #define SM_LAYER_CAPS   (SM_CAPS(SM_NEXT) & SM_CAP_HIT)
 #undef SM_OPT_CHECK_REALLOC
+/* Statistics: no count of this layer's blocks yet (core/stats.h). */
+SM_STATS_INEXACT
+#define SM_LAYER_STATS 1
+
 #include "../../core/layer_end.h"

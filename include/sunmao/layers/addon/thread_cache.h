@@ -66,6 +66,7 @@
  * the history of each decision: docs/layers.md, thread_cache. */
 #include <string.h>
 #include "../../core/bits.h"
+#include "../../core/conf.h"
 #include "../../core/errors.h"
 #include "../../core/msg.h"
 #include "../../core/secret.h"
@@ -205,7 +206,15 @@ static __thread struct SM_FN(cache) *SM_FN(tls) __attribute__((tls_model("initia
 
 SM_INLINE void SM_FN(thread_exit)(void);
 
-SM_INLINE int SM_FN(create)(void) { return SM_NEXT_FN(create)(); }
+/* The largest class size that may get capacity: the compiled range, or less with tcache_max
+ * (core/conf.h), read here once; only the slow path that grows a list asks (refill.h, grow). */
+static size_t SM_FN(conf_max) = (size_t)(SM_SIZE_MAX);
+
+SM_INLINE int SM_FN(create)(void)
+{
+    SM_FN(conf_max) = sm_conf_tcache_max((size_t)(SM_SIZE_MAX));
+    return SM_NEXT_FN(create)();
+}
 
 SM_INLINE bool SM_FN(is_static)(const struct SM_FN(cache) *cache)
 {
@@ -436,6 +445,7 @@ SM_INLINE void *SM_FN(alloc_miss)(sm_mctx_t *c)
             ((uintptr_t *)p)[1] = 0; /* an object a cache gave back keeps its mark (overflow) */
         return p;
     }
+    sm_stats_thread_bytes[0] += c->size;
     return SM_NEXT_FN(alloc)(c);
 }
 
@@ -444,30 +454,13 @@ SM_INLINE void SM_FN(free_miss)(sm_mctx_t *c)
     /* A block of no cached class goes down without creating a cache for this thread. */
     if (SM_FN(free_class)(c) < SM_FN(class_count) && SM_FN(overflow)(c))
         return;
+    sm_mctx_t q = sm_mctx_block(c->ptr, 0, 0);
+    if (SM_NEXT_FN(getmeta)(&q)) /* a large block: the lookup is small beside its free */
+        sm_stats_thread_bytes[1] += q.usable;
     SM_NEXT_FN(free)(c);
 }
 
-SM_INLINE void *SM_FN(alloc)(sm_mctx_t *c)
-{
-    if (c->align <= SM_MIN_ALIGN) {
-        void *p = SM_FN(alloc_hit)(c->size);
-        if (sm_likely(p != NULL))
-            return c->ptr = p;
-    }
-    return SM_FN(alloc_miss)(c);
-}
-
-SM_INLINE void SM_FN(free)(sm_mctx_t *c)
-{
-    uintptr_t w = SM_OWNER_UNKNOWN;
-    if (sm_likely(SM_FN(free_hit)(c->ptr, c->size, c->flags, &w)))
-        return;
-    if (w != SM_OWNER_UNKNOWN) {
-        c->owner_word = w;
-        c->flags |= SM_F_OWNER;
-    }
-    SM_FN(free_miss)(c);
-}
+SM_ALLOC_FREE_BY_HIT()
 
 SM_INLINE bool SM_FN(getmeta)(sm_mctx_t *c) { return SM_NEXT_FN(getmeta)(c); }
 SM_INLINE bool SM_FN(resize)(sm_mctx_t *c, size_t n) { return SM_NEXT_FN(resize)(c, n); }
@@ -479,7 +472,7 @@ SM_INLINE bool SM_FN(purge)(sm_mctx_t *c) { return SM_NEXT_FN(purge)(c); }
 SM_SLOWPATH SM_UNUSED void SM_FN(release)(sm_release_t *r)
 {
     struct SM_FN(cache) *cache = SM_FN(tls);
-    if (r->how == SM_RELEASE_ALL && !SM_FN(is_static)(cache)) {
+    if ((r->how == SM_RELEASE_ALL || r->how == SM_RELEASE_THREAD) && !SM_FN(is_static)(cache)) {
         struct SM_FN(sink) sink;
         sink.n = 0;
         for (unsigned cls = 0; cls < SM_FN(class_count); cls++) {
@@ -492,6 +485,36 @@ SM_SLOWPATH SM_UNUSED void SM_FN(release)(sm_release_t *r)
     }
     SM_NEXT_FN(release)(r);
 }
+
+/* Statistics: every registered cache's lists, read without their owners' cooperation (a count
+ * may be a moment old: merged on read). The objects are the slab layer's, held here. */
+SM_INLINE void SM_FN(stats_cache)(struct SM_FN(cache) *cache, void *arg)
+{
+    sm_stats_t *s = (sm_stats_t *)arg;
+    sm_stats_layer_t *l = &s->layer[s->nlayers - 1];
+    s->tcache_threads++;
+    for (unsigned cls = 0; cls < SM_FN(class_count); cls++) {
+        uint32_t n = __atomic_load_n(&cache->list[cls].count, __ATOMIC_RELAXED);
+        size_t size = SM_FN(obj).class_bytes[cls];
+        if (!n || !size)
+            continue;
+        sm_stats_class(s, size)->cached += n;
+        s->tcache_objects += n;
+        s->tcache_bytes += (size_t)n * size;
+        l->held += (size_t)n * size;
+        l->dirty += (size_t)n * size;
+    }
+}
+SM_INLINE void SM_FN(stats)(sm_stats_t *s)
+{
+    sm_stats_layer_t *l = sm_stats_layer(s, SM_LAYER_NAME);
+    s->tcache_threads = s->tcache_objects = s->tcache_bytes = 0;
+    if (SM_FN(obj).ready)
+        SM_FN(pool_each)(SM_FN(stats_cache), s);
+    l->blocks = s->tcache_objects;
+    SM_NEXT_FN(stats)(s);
+}
+#define SM_LAYER_STATS 1
 
 SM_INLINE void SM_FN(thread_exit)(void)
 {

@@ -51,6 +51,7 @@
  * @check-next: fake */
 #include <string.h>
 #include "../../core/bits.h"
+#include "../../core/conf.h"
 #include "../../core/errors.h"
 #include "../../core/layer.h"
 #include "../../core/pagemap.h"
@@ -157,7 +158,14 @@ static struct {
 #define SM_BUDDY_GLK_PARTS 1
 #include "buddy_glk/chunks.h"
 
-SM_INLINE int SM_FN(create)(void) { return SM_NEXT_FN(create)(); }
+/* The decay in force: SM_OPT_DECAY_MS, or dirty_decay_ms (core/conf.h), read once here. */
+static uint64_t SM_FN(decay_ms) = SM_OPT_DECAY_MS;
+
+SM_INLINE int SM_FN(create)(void)
+{
+    SM_FN(decay_ms) = sm_conf_decay_ms(SM_OPT_DECAY_MS);
+    return SM_NEXT_FN(create)();
+}
 
 /* Critical sections, handed to the sync policy's atomic_exec, which may run them on another thread
  * (a combining policy): they set no errno and raise nothing; results travel back in the argument. */
@@ -429,6 +437,32 @@ SM_INLINE bool SM_FN(purge)(sm_mctx_t *c) { return SM_NEXT_FN(purge)(c); }
 #undef SM_BUDDY_GLK_PARTS
 
 SM_INLINE void SM_FN(thread_exit)(void) { SM_NEXT_FN(thread_exit)(); }
+
+/* Counted from the chunks' state bytes under the lock: no counter on the request paths. Every
+ * used piece counts its size (a trimmed block's pieces add up to its usable size); chunks are the
+ * next layer's blocks, held; descriptors and map leaves came through the metadata route. */
+SM_INLINE void SM_FN(cs_stats)(void *arg)
+{
+    sm_stats_layer_t *l = (sm_stats_layer_t *)arg;
+    for (struct SM_FN(chunk) *ch = SM_FN(obj).chunks; ch; ch = ch->next) {
+        l->held += SM_OPT_CHUNK_SIZE;
+        l->blocks++;
+        for (size_t i = 0; i < sizeof ch->state; i++) {
+            unsigned st = ch->state[i];
+            size_t bytes = (size_t)1 << (st & SM_BUDDY_ORDER);
+            if (st & SM_BUDDY_USED)
+                l->in_use += bytes;
+            else if ((st & SM_BUDDY_FREE) && !(st & SM_BUDDY_BUSY))
+                l->dirty += bytes;
+        }
+    }
+}
+SM_INLINE void SM_FN(stats)(sm_stats_t *s)
+{
+    SM_SYNC_FN(atomic_exec)(&SM_FN(obj).lock, SM_FN(cs_stats), sm_stats_layer(s, SM_LAYER_NAME));
+    SM_NEXT_FN(stats)(s);
+}
+#define SM_LAYER_STATS 1
 
 SM_FORK_HOOKS_ONE_LOCK(&SM_FN(obj).lock)
 

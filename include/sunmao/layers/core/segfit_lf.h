@@ -35,6 +35,7 @@
  * @check-next: fake */
 #include <stdint.h>
 #include "../../core/bits.h"
+#include "../../core/conf.h"
 #include "../../core/errors.h"
 #include "../../core/layer.h"
 #include "../../core/pagemap.h"
@@ -103,7 +104,14 @@ static struct {
 
 SM_PAGEMAP_SHARED_NODE_ALLOC(SM_CACHELINE, SM_FN(obj).spare_node, SM_FN(obj).map_nodes)
 
-SM_INLINE int SM_FN(create)(void) { return SM_NEXT_FN(create)(); }
+/* The decay in force: SM_OPT_DECAY_MS, or dirty_decay_ms (core/conf.h), read once here. */
+static uint64_t SM_FN(decay_ms) = SM_OPT_DECAY_MS;
+
+SM_INLINE int SM_FN(create)(void)
+{
+    SM_FN(decay_ms) = sm_conf_decay_ms(SM_OPT_DECAY_MS);
+    return SM_NEXT_FN(create)();
+}
 
 /* The word of the granule holding p: 0 if p is in no chunk of ours; INNER if no block starts
  * there (an unaligned p inside a class chunk reads so too); else the block's size and state. */
@@ -303,7 +311,8 @@ SM_INLINE void SM_FN(release)(sm_release_t *r)
             uintptr_t w = SM_FN(word)(b);
             if (w & SM_SEGFIT_PURGED)
                 continue;
-            if (r->how != SM_RELEASE_ALL && !(w & SM_SEGFIT_AGED)) {
+            /* dirty_decay_ms:-1: aged, never purged on time */
+            if (r->how != SM_RELEASE_ALL && (!(w & SM_SEGFIT_AGED) || SM_FN(decay_ms) == SM_CONF_DECAY_NEVER)) {
                 SM_FN(set_words)(b, 1, w | SM_SEGFIT_AGED);
                 pending = true;
                 continue;
@@ -317,7 +326,7 @@ SM_INLINE void SM_FN(release)(sm_release_t *r)
             sm_tstack_push_chain(&SM_FN(obj).cls[i].free, first, last);
     }
     if (pending)
-        sm_release_due(r, r->now_ms + (SM_OPT_DECAY_MS));
+        sm_release_due(r, r->now_ms + SM_FN(decay_ms));
     SM_NEXT_FN(release)(r);
 }
 
@@ -339,4 +348,8 @@ SM_INLINE void SM_FN(fork_child)(void) { SM_NEXT_FN(fork_child)(); }
 #undef SM_OPT_MIN_BLOCK
 #undef SM_OPT_CHUNK_SIZE
 #undef SM_OPT_DECAY_MS
+/* Statistics: no count of this layer's blocks yet (core/stats.h). */
+SM_STATS_INEXACT
+#define SM_LAYER_STATS 1
+
 #include "../../core/layer_end.h"

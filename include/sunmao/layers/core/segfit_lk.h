@@ -333,4 +333,8 @@ SM_INLINE void SM_FN(fork_child)(void)
 #undef SM_SEGFIT_BITS
 #undef SM_OPT_MIN_BLOCK
 #undef SM_OPT_CHUNK_SIZE
+/* Statistics: no count of this layer's blocks yet (core/stats.h). */
+SM_STATS_INEXACT
+#define SM_LAYER_STATS 1
+
 #include "../../core/layer_end.h"

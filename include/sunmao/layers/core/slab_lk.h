@@ -150,6 +150,7 @@ struct SM_FN(class) {
                                    * steal looking for a victim */
     SM_RETAIN_FN(class_t) retain; /* the kept empty slab, on the list (SM_RETAIN policy) */
     uint32_t slab_bytes;          /* 0 until the geometry is computed, on the class's first slab */
+    uint64_t nmalloc, nfree;      /* statistics: objects handed up and taken back; class lock */
 } SM_CACHE_ALIGNED;
 
 /* All zero but the locks' initialisers (zero for spinlock and none), so it stays in .bss. */
@@ -159,6 +160,7 @@ static struct {
     SM_SYNC_FN(t) map_lock;  /* owner-map updates: slabs of different classes come and go at once */
     SM_RETAIN_FN(t) retain;  /* the retain policy's count of kept slabs (atomics) */
     size_t map_nodes;        /* owner-map leaves held from the metadata route; map lock */
+    size_t slabs[SM_FN(class_count)]; /* statistics: slabs held, by class (atomic, slow paths) */
     void *bad_slab;          /* a misaligned slab the next layer gave inside a section, to report */
     struct SM_FN(class) cls[SM_FN(shards) * SM_FN(class_count)]; /* shard-major (slab_lk/shards.h) */
     uintptr_t *map[SM_PAGEMAP2_ROOT_LEN(SM_FN(map_shift))];       /* the owner map (slab_lk/map.h) */
@@ -334,6 +336,46 @@ SM_SLOWPATH SM_UNUSED void SM_FN(release)(sm_release_t *r)
 }
 
 SM_INLINE void SM_FN(thread_exit)(void) { SM_NEXT_FN(thread_exit)(); }
+
+/* Per class: live objects from the counts kept under each class lock (every shard's), slabs from
+ * the slow paths' counts. A slab is a block of the next layer, held. */
+SM_INLINE void SM_FN(cs_class_counts)(void *arg)
+{
+    struct SM_FN(class) *k = *(struct SM_FN(class) **)arg;
+    uint64_t *out = (uint64_t *)((struct SM_FN(class) **)arg + 1);
+    out[0] += k->nmalloc;
+    out[1] += k->nfree;
+}
+SM_INLINE void SM_FN(stats)(sm_stats_t *s)
+{
+    sm_stats_layer_t *l = sm_stats_layer(s, SM_LAYER_NAME);
+    for (unsigned cls = 0; cls < SM_FN(class_count); cls++) {
+        struct { struct SM_FN(class) *k; uint64_t n[2]; } a = { NULL, { 0, 0 } };
+        uint32_t slab_bytes = 0;
+        for (unsigned sh = 0; sh < SM_FN(shards); sh++) {
+            a.k = &SM_FN(obj).cls[sh * SM_FN(class_count) + cls];
+            SM_SYNC_FN(atomic_exec)(&a.k->lock, SM_FN(cs_class_counts), &a);
+            if (a.k->slab_bytes)
+                slab_bytes = a.k->slab_bytes;
+        }
+        size_t slabs = __atomic_load_n(&SM_FN(obj).slabs[cls], __ATOMIC_RELAXED);
+        if (!slabs && !a.n[0])
+            continue;
+        size_t size = SM_SIZECLASS_FN(class_to_size)(cls);
+        sm_stats_class_t *c = sm_stats_class(s, size);
+        c->slabs += slabs;
+        c->live += (size_t)(a.n[0] - a.n[1]);
+        c->nmalloc += a.n[0];
+        c->nfree += a.n[1];
+        l->in_use += (size_t)(a.n[0] - a.n[1]) * size;
+        l->held += slabs * slab_bytes;
+        l->blocks += slabs;
+        l->nmalloc += a.n[0];
+        l->nfree += a.n[1];
+    }
+    SM_NEXT_FN(stats)(s);
+}
+#define SM_LAYER_STATS 1
 
 SM_INLINE void SM_FN(fork_prepare)(void)
 {

@@ -45,6 +45,7 @@
 #include <stdint.h>
 #include <string.h>
 #include "../../core/bits.h"
+#include "../../core/conf.h"
 #include "../../core/errors.h"
 #include "../../core/layer.h"
 #include "../../core/pagemap.h"
@@ -160,8 +161,12 @@ SM_INLINE void SM_FN(thread_exit)(void);
 
 SM_PAGEMAP_SHARED_NODE_ALLOC(SM_CACHELINE, SM_FN(obj).spare_node, SM_FN(obj).map_nodes)
 
+/* The decay in force: SM_OPT_DECAY_MS, or dirty_decay_ms (core/conf.h), read once in create. */
+static uint64_t SM_FN(decay_ms) = SM_OPT_DECAY_MS;
+
 SM_INLINE int SM_FN(create)(void)
 {
+    SM_FN(decay_ms) = sm_conf_decay_ms(SM_OPT_DECAY_MS);
     size_t max = 0;
     for (unsigned i = 0; i < SM_FN(classes); i++) {
         struct SM_FN(geometry) *g = &SM_FN(obj).geo[i];
@@ -350,9 +355,12 @@ SM_SLOWPATH struct SM_FN(slab) *SM_FN(fresh)(unsigned cls, uint64_t *epoch)
     return s;
 }
 
+/* No record under junk or zero (core/conf.h): this layer serves on its hit paths, where the
+ * socket's fills cannot reach, so with a fill it serves nothing and every block comes from the
+ * next layer through the socket's slow paths (a debugging mode: slower, every byte filled). */
 SM_SLOWPATH struct SM_FN(owner) *SM_FN(owner_make)(void)
 {
-    if (!SM_FN(obj).max_size || !sm_thread_attach(SM_FN(thread_exit)))
+    if (!SM_FN(obj).max_size || sm_conf.fill || !sm_thread_attach(SM_FN(thread_exit)))
         return NULL;
     struct SM_FN(owner) *t = (struct SM_FN(owner) *)sm_tstack_pop(&SM_FN(obj).owners);
     if (!t) {
@@ -587,7 +595,8 @@ SM_INLINE void SM_FN(release)(sm_release_t *r)
         struct SM_FN(slab) *s = (struct SM_FN(slab) *)n;
         n = n->next;
         bool to_purge = ++seen > reserve && s->purged != SM_SLABWF_PURGED &&
-                        (s->purged == SM_SLABWF_AGED || r->how == SM_RELEASE_ALL);
+                        ((s->purged == SM_SLABWF_AGED && SM_FN(decay_ms) != SM_CONF_DECAY_NEVER) ||
+                         r->how == SM_RELEASE_ALL);
         if (to_purge) {
             s->link.next = purge, purge = &s->link;
             continue;
@@ -610,7 +619,7 @@ SM_INLINE void SM_FN(release)(sm_release_t *r)
         sm_tstack_push(&SM_FN(obj).empty, &s->link);
     }
     if (pending)
-        sm_release_due(r, r->now_ms + (SM_OPT_DECAY_MS));
+        sm_release_due(r, r->now_ms + SM_FN(decay_ms));
     SM_NEXT_FN(release)(r);
 }
 
@@ -650,4 +659,8 @@ SM_INLINE void SM_FN(fork_child)(void) { SM_NEXT_FN(fork_child)(); }
 #undef SM_OPT_TLLABS
 #undef SM_OPT_MIN_OBJECTS
 #undef SM_OPT_DECAY_MS
+/* Statistics: no count of this layer's blocks yet (core/stats.h). */
+SM_STATS_INEXACT
+#define SM_LAYER_STATS 1
+
 #include "../../core/layer_end.h"

@@ -35,6 +35,7 @@
 #include <string.h>
 #include "../../core/layer.h"
 #include "../../core/bits.h"
+#include "../../core/conf.h"
 #include "../../core/errors.h"
 #include "../../core/msg.h"
 #include "../../core/pagemap.h"
@@ -129,7 +130,14 @@ enum {
 #include "tlsf_glk/spans.h"
 
 /* ---- the layer contract ---- */
-SM_INLINE int SM_FN(create)(void) { return SM_NEXT_FN(create)(); }
+/* The decay in force: SM_OPT_DECAY_MS, or dirty_decay_ms (core/conf.h), read once here. */
+static uint64_t SM_FN(decay_ms) = SM_OPT_DECAY_MS;
+
+SM_INLINE int SM_FN(create)(void)
+{
+    SM_FN(decay_ms) = sm_conf_decay_ms(SM_OPT_DECAY_MS);
+    return SM_NEXT_FN(create)();
+}
 
 /* Critical sections. Every section of a request path is handed to the sync policy's atomic_exec,
  * which may run it on another thread (a combining policy runs waiting threads' sections in one
@@ -330,6 +338,29 @@ SM_INLINE bool SM_FN(purge)(sm_mctx_t *c) { return SM_NEXT_FN(purge)(c); }
 #include "tlsf_glk/release.h"
 
 SM_INLINE void SM_FN(thread_exit)(void) { SM_NEXT_FN(thread_exit)(); }
+
+/* Counted by walking the spans under the lock: no counter on the request paths. A live block's
+ * in_use is what getmeta calls usable; the spans are the next layer's chunks, held. */
+SM_INLINE void SM_FN(cs_stats)(void *arg)
+{
+    sm_stats_layer_t *l = (sm_stats_layer_t *)arg;
+    for (struct SM_FN(span) *sp = SM_FN(obj).spans; sp; sp = sp->next) {
+        l->held += sp->bytes;
+        l->blocks += sp->chunks;
+        for (struct SM_FN(block) *b = SM_FN(first_block)(sp); SM_FN(bsize)(b); b = SM_FN(bnext)(b)) {
+            if (b->head & SM_TLSF_FREE)
+                l->dirty += SM_FN(bsize)(b);
+            else if (!(b->head & SM_TLSF_BUSY))
+                l->in_use += SM_FN(bsize)(b) - SM_TLSF_HDR;
+        }
+    }
+}
+SM_INLINE void SM_FN(stats)(sm_stats_t *s)
+{
+    SM_SYNC_FN(atomic_exec)(&SM_FN(obj).lock, SM_FN(cs_stats), sm_stats_layer(s, SM_LAYER_NAME));
+    SM_NEXT_FN(stats)(s);
+}
+#define SM_LAYER_STATS 1
 
 SM_FORK_HOOKS_ONE_LOCK(&SM_FN(obj).lock)
 

@@ -70,8 +70,7 @@ SM_UNUSED static bool SM_FN(new_region)(void)
     char *base = (char *)sm_plat_map(size);
     if (!base)
         return false;
-    if (SM_OPT_HUGE_PAGES)
-        sm_plat_hint_huge(base, size);
+    SM_FN(hint_pages)(base, size, SM_OPT_HUGE_PAGES);
     struct SM_FN(cs_record) r = { base, size, NULL, 0, false };
     SM_SYNC_FN(atomic_exec)(&SM_FN(obj).lock, SM_FN(cs_region_nodes), &r);
     if (!r.ok) {
@@ -122,8 +121,7 @@ SM_INLINE void SM_FN(cs_arena)(void *arg)
     char *base = (char *)sm_plat_map_aligned(bytes, align);
     struct SM_FN(cs_record) r = { base, bytes, NULL, 0, false };
     if (base) {
-        if (SM_OPT_HUGE_PAGES)
-            sm_plat_hint_huge(base, bytes);
+        SM_FN(hint_pages)(base, bytes, SM_OPT_HUGE_PAGES);
         SM_FN(cs_region_nodes)(&r);
         if (!r.ok)
             sm_plat_unmap(base, bytes);

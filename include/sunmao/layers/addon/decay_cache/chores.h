@@ -33,7 +33,7 @@ SM_INLINE void SM_FN(evict_locked)(struct SM_FN(slot) *s, struct SM_FN(chores) *
 /* Mark what is due at `now` and recompute the next deadline. Caller holds the lock. */
 static void SM_FN(collect_due_locked)(uint64_t now, struct SM_FN(chores) *w)
 {
-    const uint64_t decay = SM_OPT_DECAY_MS;
+    const uint64_t decay = SM_FN(decay_ms);
     uint64_t next = UINT64_MAX;
     for (unsigned i = 0; i < SM_OPT_MAX_BLOCKS; i++) {
         struct SM_FN(slot) *s = &SM_FN(obj).slots[i];
@@ -94,7 +94,7 @@ SM_SLOWPATH size_t SM_FN(do_chores)(struct SM_FN(chores) *w)
     /* Purged or not, they go back to the next layer at 2x decay; a failed purge is not retried. */
     uint64_t next = __atomic_load_n(&SM_FN(obj).next_deadline, __ATOMIC_RELAXED);
     for (unsigned i = 0; i < n; i++) {
-        uint64_t due = w->purge[i]->since_ms + 2 * (uint64_t)SM_OPT_DECAY_MS;
+        uint64_t due = w->purge[i]->since_ms + 2 * SM_FN(decay_ms);
         if (due < next)
             next = due;
     }

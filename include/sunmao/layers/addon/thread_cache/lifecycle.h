@@ -25,6 +25,8 @@ SM_SLOWPATH struct SM_FN(cache) *SM_FN(cache_get)(void)
         return cache;
     if (cache == &SM_FN(retired_cache))
         return NULL;
+    if (!sm_conf.tcache_on)
+        return NULL; /* tcache:false, or junk/zero (core/conf.h): the thread stays on the empty cache */
     sm_plat_once(&SM_FN(obj).once, SM_FN(init_once));
     if (!SM_FN(obj).ready || !sm_thread_attach(SM_FN(thread_exit))) {
         /* no tables, or no exit hook (a cache would leak when the thread ends) */

@@ -146,6 +146,20 @@ SM_SLOWPATH void SM_FN(pool_follow_want)(struct SM_FN(cache) *cache)
         SM_SYNC_FN(atomic_exec)(&SM_FN(pool).lock, SM_FN(cs_give_back), cache);
 }
 
+/* Calls fn on every registered cache, in a section (statistics: fn only reads). */
+struct SM_FN(cs_each) { void (*fn)(struct SM_FN(cache) *, void *); void *arg; };
+SM_INLINE void SM_FN(cs_each)(void *arg)
+{
+    struct SM_FN(cs_each) *e = (struct SM_FN(cs_each) *)arg;
+    for (struct SM_FN(cache) *c = SM_FN(pool).head; c; c = c->pool_next)
+        e->fn(c, e->arg);
+}
+SM_SLOWPATH void SM_FN(pool_each)(void (*fn)(struct SM_FN(cache) *, void *), void *arg)
+{
+    struct SM_FN(cs_each) e = { fn, arg };
+    SM_SYNC_FN(atomic_exec)(&SM_FN(pool).lock, SM_FN(cs_each), &e);
+}
+
 /* The forking thread holds the pool lock across fork (fork_prepare), so the registry is whole. */
 SM_INLINE void SM_FN(pool_fork_prepare)(void) { SM_SYNC_FN(fork_lock)(&SM_FN(pool).lock); }
 SM_INLINE void SM_FN(pool_fork_parent)(void) { SM_SYNC_FN(fork_unlock)(&SM_FN(pool).lock); }
@@ -165,13 +179,54 @@ SM_INLINE void SM_FN(pool_fork_child)(struct SM_FN(cache) *mine)
 
 #else /* no sync policy: every cache's budget is its want, nothing is shared */
 enum { SM_FN(pooled) = 0 };
-SM_INLINE void SM_FN(pool_join)(struct SM_FN(cache) *cache) { cache->budget = cache->want; }
-SM_INLINE void SM_FN(pool_leave)(struct SM_FN(cache) *cache) { (void)cache; }
+/* No budget is shared, but statistics read every cache: a registry under a platform lock, taken
+ * only when a thread's cache comes or goes and when statistics are read. */
+static struct {
+    sm_plat_lock_t lock;
+    struct SM_FN(cache) *head;
+} SM_FN(pool) = { SM_PLAT_LOCK_INIT, NULL };
+SM_SLOWPATH void SM_FN(pool_join)(struct SM_FN(cache) *cache)
+{
+    cache->budget = cache->want;
+    sm_plat_lock(&SM_FN(pool).lock);
+    cache->pool_prev = NULL;
+    cache->pool_next = SM_FN(pool).head;
+    if (cache->pool_next)
+        cache->pool_next->pool_prev = cache;
+    SM_FN(pool).head = cache;
+    sm_plat_unlock(&SM_FN(pool).lock);
+}
+SM_SLOWPATH void SM_FN(pool_leave)(struct SM_FN(cache) *c)
+{
+    sm_plat_lock(&SM_FN(pool).lock);
+    if (c->pool_prev)
+        c->pool_prev->pool_next = c->pool_next;
+    else
+        SM_FN(pool).head = c->pool_next;
+    if (c->pool_next)
+        c->pool_next->pool_prev = c->pool_prev;
+    sm_plat_unlock(&SM_FN(pool).lock);
+}
+SM_SLOWPATH void SM_FN(pool_each)(void (*fn)(struct SM_FN(cache) *, void *), void *arg)
+{
+    sm_plat_lock(&SM_FN(pool).lock);
+    for (struct SM_FN(cache) *c = SM_FN(pool).head; c; c = c->pool_next)
+        fn(c, arg);
+    sm_plat_unlock(&SM_FN(pool).lock);
+}
 SM_INLINE void SM_FN(pool_claim)(struct SM_FN(cache) *cache, size_t bytes) { (void)cache, (void)bytes; }
 SM_INLINE void SM_FN(pool_follow_want)(struct SM_FN(cache) *cache) { cache->budget = cache->want; }
-SM_INLINE void SM_FN(pool_fork_prepare)(void) {}
-SM_INLINE void SM_FN(pool_fork_parent)(void) {}
-SM_INLINE void SM_FN(pool_fork_child)(struct SM_FN(cache) *mine) { (void)mine; }
+SM_INLINE void SM_FN(pool_fork_prepare)(void) { sm_plat_lock(&SM_FN(pool).lock); }
+SM_INLINE void SM_FN(pool_fork_parent)(void) { sm_plat_unlock(&SM_FN(pool).lock); }
+/* The child keeps the forking thread's cache only: the others' threads do not exist there. */
+SM_INLINE void SM_FN(pool_fork_child)(struct SM_FN(cache) *mine)
+{
+    sm_plat_lock_reinit(&SM_FN(pool).lock);
+    bool registered = mine && !SM_FN(is_static)(mine);
+    SM_FN(pool).head = registered ? mine : NULL;
+    if (registered)
+        mine->pool_next = mine->pool_prev = NULL;
+}
 #endif
 
 #endif /* SM_THREAD_CACHE_PARTS */

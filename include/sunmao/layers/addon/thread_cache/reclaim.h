@@ -69,6 +69,7 @@ SM_INLINE void SM_FN(drain)(const struct SM_FN(cache) *cache, struct SM_FN(list)
     }
     l->head = p;
     l->count -= n;
+    sm_stats_thread_bytes[1] += (uint64_t)n * SM_FN(obj).class_bytes[l - cache->list]; /* thread.deallocated */
 }
 
 /* A collection: each list gives back what the policy says. With `pressure`, every list other than

@@ -27,7 +27,7 @@ SM_INLINE void SM_FN(grow)(struct SM_FN(cache) *cache, unsigned cls, unsigned wa
     size_t size = SM_FN(obj).class_bytes[cls];
     if (want > SM_FN(list_max))
         want = SM_FN(list_max);
-    if (want <= l->limit || !size)
+    if (want <= l->limit || !size || size > SM_FN(conf_max)) /* above tcache_max: never any room */
         return;
     size_t need = cache->capacity + (want - l->limit) * size;
     if (need > SM_FN(budget_now)(cache)) {
@@ -84,6 +84,7 @@ SM_SLOWPATH void *SM_FN(refill)(size_t size, sm_mctx_t *c)
     c->cpu = r.cpu; /* what the next layer learned, for the rest of the request */
     if (!got)
         return NULL;
+    sm_stats_thread_bytes[0] += (uint64_t)got * SM_FN(obj).class_bytes[SM_SIZECLASS_FN(size_to_class)(size)];
     /* out[0] goes to the caller; out[1..] become the list, in the order the next layer gave them. */
     void *head = NULL;
     for (unsigned i = got; i-- > 1;) {

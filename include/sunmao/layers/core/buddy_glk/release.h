@@ -22,7 +22,7 @@ SM_SLOWPATH SM_UNUSED void SM_FN(release)(sm_release_t *r)
     struct SM_FN(link) *taken[max_taken];
     unsigned taken_order[max_taken], ntaken = 0, visits = 0;
     const bool all = r->how == SM_RELEASE_ALL;
-    const uint64_t now = r->now_ms, decay = SM_OPT_DECAY_MS;
+    const uint64_t now = r->now_ms, decay = SM_FN(decay_ms);
     SM_SYNC_FN(lock)(&SM_FN(obj).lock);
     /* Largest first: if the bounds stop the pass, the pages it leaves are the fewest. */
     for (unsigned k = SM_FN(max_order) + 1; k-- > SM_FN(purge_order) && ntaken < max_taken && visits < max_visits;) {

@@ -45,6 +45,7 @@ SM_INLINE void SM_FN(cs_alloc_batch)(void *arg)
             if (!bits)
                 s->nonempty_words &= ~((uint64_t)1 << w);
             nfree -= a->got - before;
+            a->k->nmalloc += a->got - before;
         } while (nfree && a->got < a->n);
         s->nfree = nfree;
         if (!nfree) { /* full: off the list (it is the head) */

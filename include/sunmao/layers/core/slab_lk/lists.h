@@ -49,6 +49,7 @@ SM_INLINE void *SM_FN(take_locked)(struct SM_FN(class) *k, struct SM_FN(slab) *s
     s->free_bits[w] = bits;
     if (!bits)
         s->nonempty_words &= ~((uint64_t)1 << w);
+    k->nmalloc++;
     if (sm_unlikely(--s->nfree == 0)) { /* full: off the list (it is the head) */
         k->partial = s->next;
         if (s->next)
@@ -70,6 +71,7 @@ SM_INLINE bool SM_FN(put_locked)(struct SM_FN(class) *k, struct SM_FN(slab) *s, 
     if (sm_unlikely(*word & bit))
         return false;
     *word |= bit;
+    k->nfree++;
     s->nonempty_words |= (uint64_t)1 << (idx / 64);
     uint32_t nfree = ++s->nfree;
     if (nfree == 1) { /* was full: back on the partial list */

@@ -49,8 +49,10 @@ SM_SLOWPATH struct SM_FN(slab) *SM_FN(slab_new)(struct SM_FN(class) *k, unsigned
         if (tail)
             s->free_bits[full_words] = ((uint64_t)1 << tail) - 1;
         s->nonempty_words = words == 64 ? ~(uint64_t)0 : ((uint64_t)1 << words) - 1;
-        if (SM_FN(map_slab)(SM_FN(make_word)(s, cls), s, k->slab_bytes))
+        if (SM_FN(map_slab)(SM_FN(make_word)(s, cls), s, k->slab_bytes)) {
+            __atomic_add_fetch(&SM_FN(obj).slabs[cls], 1, __ATOMIC_RELAXED);
             return s;
+        }
     } else {
         __atomic_store_n(&SM_FN(obj).bad_slab, s, __ATOMIC_RELAXED); /* raised after the section */
     }
@@ -63,6 +65,7 @@ SM_SLOWPATH struct SM_FN(slab) *SM_FN(slab_new)(struct SM_FN(class) *k, unsigned
 SM_SLOWPATH void SM_FN(slab_release)(struct SM_FN(slab) *s)
 {
     size_t bytes = s->bytes;
+    __atomic_sub_fetch(&SM_FN(obj).slabs[SM_SIZECLASS_FN(size_to_class)(s->size)], 1, __ATOMIC_RELAXED);
     SM_FN(map_slab)(0, s, bytes); /* clearing allocates nothing, so it cannot fail */
     sm_mctx_t r = sm_mctx_block(s, bytes, SM_F_SIZED);
     SM_NEXT_FN(free)(&r);

@@ -24,7 +24,7 @@ SM_SLOWPATH SM_UNUSED void SM_FN(release)(sm_release_t *r)
     size_t taken_size[max_taken];
     unsigned ntaken = 0, visits = 0;
     const bool all = r->how == SM_RELEASE_ALL;
-    const uint64_t now = r->now_ms, decay = SM_OPT_DECAY_MS;
+    const uint64_t now = r->now_ms, decay = SM_FN(decay_ms);
     unsigned fl0, sl0;
     SM_FN(mapping)(SM_FN(purge_block), &fl0, &sl0);
     SM_SYNC_FN(lock)(&SM_FN(obj).lock);

@@ -5,8 +5,10 @@
  *   -DMX_OPTS='"file.h"'   the case's #defines, included just before the layer under test
  *   -DMX_EFFECT='expr'     optional: a C expression, true when the option took effect
  * Layers with a next layer sit on tests/support/fake_next.h (fk), except where the option needs
- * another one: decay_cache's SM_OPT_GROW over mmap_heap (capability MAPPING), thread_cache over
- * slab_lk over fk (capabilities BATCH and OWNER). OS layers are tested alone.
+ * another one: decay_cache's SM_OPT_GROW over mmap_heap (capability MAPPING), thread_cache and the
+ * array caches (tarrcache, slab_arrcache, carrcache_lk) over slab_lk over fk (capabilities BATCH and
+ * OWNER), prof over thread_cache (capability HIT), with profiling on (MX_SETUP), cond_bypass over
+ * slab_lk, its predicate's requests bypassing to fk. OS layers are tested alone.
  * The round trip: a few hundred blocks of varied sizes (some with alignments up to 4 KiB), each
  * filled with its own pattern; every block checked for its alignment and, through getmeta, for a
  * usable size >= its request; half of them freed (sized and unsized frees alternate) and allocated
@@ -43,6 +45,13 @@
 #define MX_TAIL        15 /* tail_chksum :: fk (chksum crc32c unless the case names one) */
 #define MX_GUARD       16 /* guard :: fk */
 #define MX_DELAYED     17 /* delayed_free :: fk */
+#define MX_ALIGNED     18 /* aligned :: fk */
+#define MX_BATCHED     19 /* batched_free :: fk */
+#define MX_CARR        20 /* carrcache_lk :: slab_lk :: fk */
+#define MX_COND        21 /* cond_bypass :: slab_lk :: fk, bypassing to fk */
+#define MX_PROF        22 /* prof :: thread_cache :: slab_lk :: fk (profiling on, small samples) */
+#define MX_SLAB_ARR    23 /* slab_arrcache :: slab_lk :: fk */
+#define MX_TARR        24 /* tarrcache :: slab_lk :: fk */
 
 #ifndef MX_COMP
 #error "options_matrix: build with -DMX_COMP=<composition> (see tests/build/options_matrix.sh)"
@@ -58,7 +67,9 @@
 /* ---- the compositions: sizes requested [MX_MIN, MX_MAX], MX_BIG_EVERY-th request up to MX_BIG ---- */
 #if MX_COMP == MX_TLSF || MX_COMP == MX_BUDDY || MX_COMP == MX_SLAB || MX_COMP == MX_THREAD || MX_COMP == MX_DECAY || \
     MX_COMP == MX_SEGFIT || MX_COMP == MX_WCET || MX_COMP == MX_SEGFIT_LF || MX_COMP == MX_SLAB_WF || \
-    MX_COMP == MX_TAIL || MX_COMP == MX_GUARD || MX_COMP == MX_DELAYED
+    MX_COMP == MX_TAIL || MX_COMP == MX_GUARD || MX_COMP == MX_DELAYED || MX_COMP == MX_ALIGNED || \
+    MX_COMP == MX_BATCHED || MX_COMP == MX_CARR || MX_COMP == MX_COND || MX_COMP == MX_PROF || \
+    MX_COMP == MX_SLAB_ARR || MX_COMP == MX_TARR
 #define MX_HAS_FAKE 1
 #define SM_LAYER fk
 #include "tests/support/fake_next.h"
@@ -206,6 +217,83 @@
 #include MX_OPTS
 #include <sunmao/layers/addon/thread_cache.h>
 
+#elif MX_COMP == MX_ALIGNED
+#define MX_MIN 1
+#define MX_MAX ((size_t)64 << 10)
+#define MX_BIG ((size_t)1 << 20)
+#define SM_LAYER ut
+#define SM_NEXT fk
+#include MX_OPTS
+#include <sunmao/layers/addon/aligned.h>
+
+#elif MX_COMP == MX_BATCHED
+#define MX_MIN 1
+#define MX_MAX ((size_t)64 << 10)
+#define MX_BIG ((size_t)1 << 20)
+#define SM_LAYER ut
+#define SM_NEXT fk
+#include MX_OPTS
+#include <sunmao/layers/addon/batched_free.h>
+
+#elif MX_COMP == MX_CARR || MX_COMP == MX_COND || MX_COMP == MX_PROF || MX_COMP == MX_SLAB_ARR || MX_COMP == MX_TARR
+#define MX_MIN 1
+#define MX_MAX ((size_t)4 << 10)
+#define MX_BIG ((size_t)32 << 10)
+#define SM_LAYER sl
+#define SM_NEXT fk
+#define SM_SYNC spinlock
+#define SM_SIZECLASS tc
+#define SM_ERR callback
+#include <sunmao/layers/core/slab_lk.h>
+#if MX_COMP == MX_CARR
+#define SM_LAYER ut
+#define SM_NEXT sl
+#define SM_SIZECLASS tc
+#define SM_SYNC spinlock
+#define SM_ERR callback
+#include MX_OPTS
+#include <sunmao/layers/addon/carrcache_lk.h>
+#elif MX_COMP == MX_COND
+/* A predicate a case may name through SM_OPT_PREDICATE: requests of 1 KiB to 2 KiB go to fk. */
+static unsigned long mx_picked;
+SM_UNUSED static bool mx_pick(sm_mctx_t *c)
+{
+    bool pick = c->size >= 1024 && c->size <= 2048;
+    mx_picked += pick;
+    return pick;
+}
+#define SM_LAYER ut
+#define SM_NEXT sl
+#define SM_BYPASS_TO fk
+#include MX_OPTS
+#include <sunmao/layers/addon/cond_bypass.h>
+#elif MX_COMP == MX_PROF
+#define SM_LAYER tcache
+#define SM_NEXT sl
+#define SM_SIZECLASS tc
+#define SM_ERR callback
+#include <sunmao/layers/addon/thread_cache.h>
+#define SM_LAYER ut
+#define SM_NEXT tcache
+#define SM_SYNC mutex
+#define SM_ERR callback
+#include MX_OPTS
+#include <sunmao/layers/addon/prof.h>
+/* Profiling on, a sample about every 4 KiB, no dump files. */
+#define MX_SETUP() (sm_conf.prof = true, sm_conf.lg_prof_sample = 12, sm_conf.prof_prefix[0] = '\0')
+#else
+#define SM_LAYER ut
+#define SM_NEXT sl
+#define SM_SIZECLASS tc
+#define SM_ERR callback
+#include MX_OPTS
+#if MX_COMP == MX_SLAB_ARR
+#include <sunmao/layers/addon/slab_arrcache.h>
+#else
+#include <sunmao/layers/addon/tarrcache.h>
+#endif
+#endif
+
 #elif MX_COMP == MX_DECAY || MX_COMP == MX_DECAY_MMAP
 #define MX_MIN ((size_t)1 << 10)
 #define MX_MAX ((size_t)512 << 10)
@@ -275,6 +363,9 @@ SM_UNUSED static void *mx_memalign(size_t a, size_t n) { mx_fn_calls++; return m
 
 #ifndef MX_HAS_FAKE
 #define MX_HAS_FAKE 0
+#endif
+#ifndef MX_SETUP
+#define MX_SETUP() ((void)0) /* what a composition needs done before create */
 #endif
 #define MX_BIG_EVERY 23
 #define MX_BLOCKS 320
@@ -429,6 +520,7 @@ static bool mx_round(void)
 
 static bool mx_run(void)
 {
+    MX_SETUP();
     if (ut_create() != 0)
         return MX_FAIL("create failed");
     if (!mx_round())

@@ -91,6 +91,20 @@ thread_cache|MX_THREAD|SM_OPT_HARDEN=2|sizeof ut_tls->check == sizeof(uintptr_t)
 thread_cache|MX_THREAD|SM_OPT_CORE_AWARE=1|sizeof ut_obj.core_kib > sizeof(uint32_t)
 thread_cache|MX_THREAD|SM_SYNC=spinlock;SM_OPT_TOTAL_BYTES=(4u << 20)|ut_pooled == 1
 thread_cache|MX_THREAD|SM_RECLAIM=none;SM_OPT_CACHE_BYTES=(16u << 10)|sizeof ut_tls->mark[0] == 1
+tarrcache|MX_TARR|SM_OPT_CAP=4|ut_cap == 4
+tarrcache|MX_TARR|SM_OPT_CLASS_BYTES=(16u << 10)|
+tarrcache|MX_TARR|SM_OPT_DOUBLE_FREE_CHECK=0|
+slab_arrcache|MX_SLAB_ARR|SM_OPT_CAP=8|ut_cap == 8
+slab_arrcache|MX_SLAB_ARR|SM_OPT_PAGE_SHIFT=16|
+slab_arrcache|MX_SLAB_ARR|SM_OPT_CLASS_BYTES=(16u << 10)|
+carrcache_lk|MX_CARR|SM_OPT_CPUS=2|ut_cpus == 2
+carrcache_lk|MX_CARR|SM_OPT_CAP=4|ut_cap == 4 && ut_limit(sm_sizeclass_tc_size_to_class(16)) == 4
+carrcache_lk|MX_CARR|SM_OPT_CLASS_BYTES=(16u << 10)|ut_limit(sm_sizeclass_tc_size_to_class(4096)) == 4
+batched_free|MX_BATCHED|SM_OPT_BATCH=4|ut_batch == 4
+aligned|MX_ALIGNED|SM_OPT_GRANULE=64|mx_usable_of(1) == 64 && ut_min_align == 64
+cond_bypass|MX_COND|SM_OPT_PREDICATE=mx_pick|mx_picked > 0
+prof|MX_PROF|SM_OPT_LG_RANGE=30|ut_obj.nrecs > 0
+prof|MX_PROF|SM_OPT_DEPTH=8|ut_obj.nrecs > 0
 decay_cache|MX_DECAY|SM_OPT_MIN_CACHED=4096|
 decay_cache|MX_DECAY|SM_OPT_MAX_WASTE=0|
 decay_cache|MX_DECAY|SM_OPT_DECAY_MS=5|

@@ -103,12 +103,16 @@ SM_INLINE void *SM_FN(slot_take)(size_t size, size_t align, struct SM_FN(rec) *r
     return (void *)p;
 }
 
-/* Under the lock: give back slot s at p; its pages go back to the kernel (a sampled block is
- * large or rare: the next one's first touch pays a fault, nothing stays resident). */
+/* Under the lock: give back slot s at p. A slot of up to SM_PROF_KEEP_BYTES keeps its pages for
+ * the next sample of its class: purging every freed slot cost a TLB shootdown per sampled free in a
+ * threaded program, plus a fault on the next sample (shbench 2.6x, larson 1.9x the time without
+ * profiling; docs/operations.md). Larger slots go back to the kernel at once. */
+#define SM_PROF_KEEP_BYTES ((size_t)64 << 10)
 SM_INLINE void SM_FN(slot_give)(struct SM_FN(slot) *s, uintptr_t p)
 {
     unsigned cls = (unsigned)(s->word >> 1) & 0x7f;
-    (void)sm_plat_purge((void *)p, SM_FN(slot_bytes)(cls), false);
+    if (SM_FN(slot_bytes)(cls) > SM_PROF_KEEP_BYTES)
+        (void)sm_plat_purge((void *)p, SM_FN(slot_bytes)(cls), false);
     s->word = 0;
     s->rec = (struct SM_FN(rec) *)SM_FN(obj).free_head[cls];
     SM_FN(obj).free_head[cls] = ((p - SM_FN(base)) >> SM_FN(obj).lg_page) + 1;

@@ -130,6 +130,17 @@ for inst in $INSTANCES; do
         sm_fail "$inst/api_sampled" "status $rc: $(grep -v '^ok' "$dir/out" | head -3 | tr '\n' ' ')"
     fi
 
+    # Statistics with every request sampled: sampled blocks count in stats.allocated (exactly) and
+    # in thread.allocated / thread.deallocated, like any other (tests/api/introspect.c's cases).
+    SUNMAO_CONF="prof:true,lg_prof_sample:0,prof_prefix:" LD_PRELOAD="$lib" timeout -k 5 60 \
+        "$SM_BUILD/tests/api/introspect" >"$dir/out" 2>&1
+    rc=$?
+    if [ "$rc" -eq 0 ] && ! grep -q '^not ok' "$dir/out" && grep -q '^ok introspect: allocated_tracks_pattern' "$dir/out"; then
+        sm_ok "$inst/stats_sampled"
+    else
+        sm_fail "$inst/stats_sampled" "status $rc: $(grep -v '^ok' "$dir/out" | head -3 | tr '\n' ' ')"
+    fi
+
     # prof off (the default): no file, nothing on stderr.
     rm -f "$dir"/p.*
     run "$lib" "prof_final:true,prof_leak:true,prof_prefix:$dir/p" leak

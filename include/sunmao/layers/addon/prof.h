@@ -102,6 +102,8 @@ static struct {
     char *arena;
     size_t arena_left, nrecs;
     uint64_t live_b, interval_acc, gdump_mark, seq, kseq[3]; /* dump.h */
+    size_t slot_usable, slot_dirty, meta_bytes; /* statistics: live slots (getmeta's sizes), kept free slots */
+    uint64_t last_give_ms;               /* the last sampled free: kept slots decay from it */
     uintptr_t mod_lo, mod_hi;
     char prefix[256], last_dump[320];
 } SM_FN(obj) = { .lock = SM_SYNC_INIT };
@@ -189,6 +191,8 @@ static __attribute__((noinline, cold)) void *SM_FN(sample)(sm_mctx_t *c)
     }
     SM_SYNC_FN(unlock)(&SM_FN(obj).lock);
     SM_FN(tls).busy = 0;
+    if (p) /* thread.allocated (core/stats.h): the thread cache below never sees this block */
+        sm_stats_thread_bytes[0] += sm_align_up(c->size, (size_t)1 << SM_FN(obj).lg_page);
     return p;
 }
 
@@ -199,6 +203,7 @@ static __attribute__((noinline)) void SM_FN(sample_free)(void *p)
     struct SM_FN(slot) *s = SM_FN(slot_live)(p);
     if (s) {
         uint64_t size = s->word >> 16;
+        sm_stats_thread_bytes[1] += sm_align_up((size_t)size, (size_t)1 << SM_FN(obj).lg_page);
         if (((s->word >> 8) & 0xff) == (SM_FN(obj).epoch & 0xff)) {
             s->rec->live_n--, s->rec->live_b -= size;
             SM_FN(obj).live_b -= size;
@@ -278,6 +283,8 @@ SM_INLINE bool SM_FN(resize)(sm_mctx_t *c, size_t n)
             s->rec->live_b += n - old, s->rec->total_b += n > old ? n - old : 0;
             SM_FN(obj).live_b += n - old;
         }
+        size_t page = (size_t)1 << SM_FN(obj).lg_page;
+        SM_FN(obj).slot_usable += sm_align_up(n, page) - sm_align_up((size_t)old, page);
         s->word = (s->word & 0xffff) | (uint64_t)n << 16;
         ok = true;
     }
@@ -291,7 +298,36 @@ SM_INLINE bool SM_FN(purge)(sm_mctx_t *c)
         return SM_NEXT_FN(purge)(c);
     return sm_plat_purge(c->ptr, c->size, false) == 0;
 }
-SM_INLINE void SM_FN(release)(sm_release_t *r) { SM_NEXT_FN(release)(r); }
+/* The free slots kept with their pages give them back: all of them on malloc_trim and
+ * arena.<i>.purge, or once no sampled block was freed for the decay time (prof/slots.h). */
+SM_INLINE void SM_FN(release)(sm_release_t *r)
+{
+    if (__atomic_load_n(&SM_FN(obj).slot_dirty, __ATOMIC_RELAXED)) {
+        SM_SYNC_FN(lock)(&SM_FN(obj).lock);
+        uint64_t due = SM_FN(obj).last_give_ms + sm_conf_decay_ms(SM_PROF_DECAY_MS);
+        if (r->how == SM_RELEASE_ALL || r->now_ms >= due)
+            r->released += SM_FN(slots_purge)();
+        else
+            sm_release_due(r, due);
+        SM_SYNC_FN(unlock)(&SM_FN(obj).lock);
+    }
+    SM_NEXT_FN(release)(r);
+}
+
+/* Statistics (core/stats.h): sampled blocks come from this layer's own range, not from below, so
+ * their usable sizes are in_use here and nothing is held from the next layer. */
+SM_INLINE void SM_FN(stats)(sm_stats_t *s)
+{
+    sm_stats_layer_t *l = sm_stats_layer(s, SM_LAYER_NAME);
+    SM_SYNC_FN(lock)(&SM_FN(obj).lock);
+    l->in_use = SM_FN(obj).slot_usable;
+    l->dirty = SM_FN(obj).slot_dirty;
+    l->mapped = l->resident = (size_t)SM_FN(obj).committed;
+    l->metadata = SM_FN(obj).meta_bytes;
+    SM_SYNC_FN(unlock)(&SM_FN(obj).lock);
+    SM_NEXT_FN(stats)(s);
+}
+#define SM_LAYER_STATS 1
 SM_INLINE void SM_FN(thread_exit)(void) { SM_NEXT_FN(thread_exit)(); }
 SM_FORK_HOOKS_ONE_LOCK(&SM_FN(obj).lock)
 

@@ -16,6 +16,8 @@
 #else
 
 #define SM_PROF_CLASSES 40
+/* A free slot's word: 0, or this when it kept its pages (a release purges it). */
+#define SM_PROF_SLOT_DIRTY ((uint64_t)1 << 1)
 #define SM_PROF_COMMIT_STEP ((uintptr_t)2 << 20) /* the RW front grows 2 MiB at a time */
 
 struct SM_FN(rec);
@@ -58,6 +60,7 @@ SM_INLINE bool SM_FN(slots_init)(void)
         SM_FN(obj).failed = true;
         return false;
     }
+    SM_FN(obj).meta_bytes += ((size_t)1 << (SM_OPT_LG_RANGE - lg)) * sizeof(struct SM_FN(slot));
     SM_FN(obj).lg_page = lg;
     SM_FN(obj).table = (struct SM_FN(slot) *)t;
     __atomic_store_n(&SM_FN(base), (uintptr_t)r, __ATOMIC_RELEASE);
@@ -81,7 +84,10 @@ SM_INLINE void *SM_FN(slot_take)(size_t size, size_t align, struct SM_FN(rec) *r
     uintptr_t head = SM_FN(obj).free_head[cls];
     if (head) {
         p = SM_FN(base) + ((head - 1) << lg);
-        SM_FN(obj).free_head[cls] = (uintptr_t)SM_FN(slot_at)(p)->rec;
+        struct SM_FN(slot) *f = SM_FN(slot_at)(p);
+        SM_FN(obj).free_head[cls] = (uintptr_t)f->rec;
+        if (f->word & SM_PROF_SLOT_DIRTY)
+            SM_FN(obj).slot_dirty -= bytes;
     } else {
         uintptr_t start = sm_align_up(SM_FN(obj).front, bytes), end = start + bytes;
         if (end > ((uintptr_t)1 << SM_OPT_LG_RANGE))
@@ -100,22 +106,54 @@ SM_INLINE void *SM_FN(slot_take)(size_t size, size_t align, struct SM_FN(rec) *r
     struct SM_FN(slot) *s = SM_FN(slot_at)(p);
     s->rec = rec;
     s->word = (uint64_t)size << 16 | (uint64_t)(SM_FN(obj).epoch & 0xff) << 8 | cls << 1 | 1;
+    SM_FN(obj).slot_usable += sm_align_up(size, (size_t)1 << lg);
     return (void *)p;
 }
 
-/* Under the lock: give back slot s at p. A slot of up to SM_PROF_KEEP_BYTES keeps its pages for
- * the next sample of its class: purging every freed slot cost a TLB shootdown per sampled free in a
- * threaded program, plus a fault on the next sample (shbench 2.6x, larson 1.9x the time without
- * profiling; docs/operations.md). Larger slots go back to the kernel at once. */
-#define SM_PROF_KEEP_BYTES ((size_t)64 << 10)
+/* Under the lock: give back slot s at p. A freed slot keeps its pages for the next sample of its
+ * class while the kept slots total at most SM_PROF_KEEP_BYTES; they go back when they stayed unused
+ * for the decay time (the release clock: L_release) or on malloc_trim. Purging every freed slot cost
+ * a TLB shootdown per sampled free in a threaded program, plus a fault on the next sample (shbench
+ * 2.6x, larson 1.9x, mstress 1.3x the time without profiling; docs/operations.md). */
+#define SM_PROF_KEEP_BYTES ((size_t)64 << 20)
+#define SM_PROF_DECAY_MS   1000u
 SM_INLINE void SM_FN(slot_give)(struct SM_FN(slot) *s, uintptr_t p)
 {
     unsigned cls = (unsigned)(s->word >> 1) & 0x7f;
-    if (SM_FN(slot_bytes)(cls) > SM_PROF_KEEP_BYTES)
-        (void)sm_plat_purge((void *)p, SM_FN(slot_bytes)(cls), false);
-    s->word = 0;
+    size_t bytes = SM_FN(slot_bytes)(cls);
+    SM_FN(obj).slot_usable -= sm_align_up((size_t)(s->word >> 16), (size_t)1 << SM_FN(obj).lg_page);
+    SM_FN(obj).last_give_ms = sm_plat_now_ms();
+    if (SM_FN(obj).slot_dirty + bytes > SM_PROF_KEEP_BYTES) {
+        (void)sm_plat_purge((void *)p, bytes, false);
+        s->word = 0;
+    } else {
+        s->word = SM_PROF_SLOT_DIRTY;
+        SM_FN(obj).slot_dirty += bytes;
+        sm_release_note();
+    }
     s->rec = (struct SM_FN(rec) *)SM_FN(obj).free_head[cls];
     SM_FN(obj).free_head[cls] = ((p - SM_FN(base)) >> SM_FN(obj).lg_page) + 1;
+}
+
+/* Under the lock: every free slot that kept its pages gives them back; the bytes. */
+SM_INLINE size_t SM_FN(slots_purge)(void)
+{
+    size_t released = 0;
+    for (unsigned cls = 0; cls < SM_PROF_CLASSES; cls++) {
+        size_t bytes = SM_FN(slot_bytes)(cls);
+        for (uintptr_t i = SM_FN(obj).free_head[cls]; i; ) {
+            uintptr_t p = SM_FN(base) + ((i - 1) << SM_FN(obj).lg_page);
+            struct SM_FN(slot) *f = SM_FN(slot_at)(p);
+            if (f->word & SM_PROF_SLOT_DIRTY) {
+                (void)sm_plat_purge((void *)p, bytes, false);
+                f->word = 0;
+                released += bytes;
+            }
+            i = (uintptr_t)f->rec;
+        }
+    }
+    SM_FN(obj).slot_dirty -= released;
+    return released;
 }
 
 #endif /* SM_PROF_PARTS */

@@ -29,6 +29,13 @@
 #define SM_SIZECLASS tc
 #define SM_ERR callback
 #include <sunmao/layers/core/slab_lk.h>
+#define SM_LAYER sl4
+#define SM_NEXT fk
+#define SM_SYNC spinlock
+#define SM_SIZECLASS tc
+#define SM_ERR callback
+#define SM_OPT_SHARDS 4
+#include <sunmao/layers/core/slab_lk.h>
 #define SM_LAYER tc
 #define SM_NEXT sl
 #define SM_SIZECLASS tc
@@ -403,6 +410,31 @@ static void tcache_false_caches_nothing(void)
     sm_conf = (sm_conf_t)SM_CONF_DEFAULTS;
 }
 
+/* narenas: the CPU shards slab_lk spreads requests over, rounded down to a power of two and
+ * clipped to the compiled SM_OPT_SHARDS (4 here); read at create. */
+static unsigned shard_of_cpu(int cpu)
+{
+    sm_mctx_t c = sm_mctx_alloc(64, 16, 0);
+    c.cpu = cpu;
+    return sl4_shard_here(sm_sizeclass_tc_size_to_class(64), &c);
+}
+static void narenas_sets_the_shards(void)
+{
+    static const struct { const char *conf; unsigned live; } want[] = {
+        { "", 4 }, { "narenas:1", 1 }, { "narenas:2", 2 }, { "narenas:3", 2 }, { "narenas:64", 4 }, { "narenas:default", 4 },
+    };
+    for (unsigned i = 0; i < sizeof want / sizeof want[0]; i++) {
+        CHECKF(parse(want[i].conf) == 0, "%s: %s", want[i].conf, out);
+        sm_conf = conf;
+        CHECK(sl4_create() == 0);
+        CHECKF(sl4_shards_live == want[i].live, "%s: %u shards, want %u", want[i].conf, sl4_shards_live, want[i].live);
+        for (int cpu = 0; cpu < 8; cpu++)
+            CHECKF(shard_of_cpu(cpu) == (unsigned)cpu % want[i].live, "%s: cpu %d -> shard %u", want[i].conf, cpu,
+                   shard_of_cpu(cpu));
+    }
+    sm_conf = (sm_conf_t)SM_CONF_DEFAULTS;
+}
+
 static void tcache_max_limits_classes(void)
 {
     sm_conf = (sm_conf_t)SM_CONF_DEFAULTS;
@@ -441,5 +473,6 @@ int main(void)
     RUN_CASE(decay_for_layers);
     RUN_CASE(tcache_false_caches_nothing);
     RUN_CASE(tcache_max_limits_classes);
+    RUN_CASE(narenas_sets_the_shards);
     return check_end();
 }

@@ -441,6 +441,19 @@ static inline SM_UNUSED uint64_t sm_conf_decay_ms(uint64_t compiled)
     return v == SM_CONF_DEFAULT ? compiled : v < 0 ? SM_CONF_DECAY_NEVER : (uint64_t)v;
 }
 
+/* The CPU shards a layer uses (narenas): its compiled count unless narenas was set, then that,
+ * rounded down to a power of two and clipped to the compiled count (the shard arrays are static). */
+static inline SM_UNUSED unsigned sm_conf_shards(unsigned compiled)
+{
+    int64_t v = sm_conf.narenas;
+    if (v == SM_CONF_DEFAULT || v < 1 || (uint64_t)v >= compiled)
+        return compiled;
+    unsigned n = 1;
+    while ((int64_t)n * 2 <= v)
+        n *= 2;
+    return n;
+}
+
 /* The largest size a thread cache holds: tcache_max clipped to what the layer was compiled for;
  * stored back, so that what is reported (opt.tcache_max) is what is in force. */
 static inline SM_UNUSED size_t sm_conf_tcache_max(size_t compiled)

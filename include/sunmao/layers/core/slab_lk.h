@@ -53,6 +53,7 @@
  * @check: SM_LAYER=t <sunmao/policies/sync/spinlock.h> SM_SYNC=spinlock <sunmao/policies/sizeclass/tc.h> SM_SIZECLASS=tc <sunmao/policies/err/warn.h> SM_ERR=warn
  * @check-next: fake */
 #include <string.h>
+#include "../../core/conf.h"
 #include "../../core/bits.h"
 #include "../../core/errors.h"
 #include "../../core/layer.h"
@@ -169,6 +170,10 @@ static struct {
     .map_lock = SM_SYNC_INIT,
 };
 
+/* The shards requests are spread over: SM_OPT_SHARDS, or fewer with narenas (core/conf.h), read
+ * once at create; only the slow paths that pick a shard ask (slab_lk/shards.h). */
+static unsigned SM_FN(shards_live) = SM_OPT_SHARDS;
+
 SM_SLOWPATH void SM_FN(report)(sm_err_kind_t kind, const void *p, const char *detail)
 {
     SM_ERR_FN(raise)(kind, SM_LAYER_NAME, p, detail);
@@ -190,7 +195,11 @@ SM_SLOWPATH void SM_FN(report_bad_slab)(void)
 #include "slab_lk/shards.h"
 #include "slab_lk/slabs.h"
 
-SM_INLINE int SM_FN(create)(void) { return SM_NEXT_FN(create)(); }
+SM_INLINE int SM_FN(create)(void)
+{
+    SM_FN(shards_live) = sm_conf_shards(SM_OPT_SHARDS);
+    return SM_NEXT_FN(create)();
+}
 
 /* Critical sections, handed to the sync policy's atomic_exec, which may run them on another thread
  * (a combining policy): they set no errno and raise nothing; results travel back in the argument.

@@ -2,7 +2,8 @@
  * class has that many class structs (obj.cls is shard-major: shard x class_count + class), each with
  * its own lock, partial list and kept slab, and a request takes objects from the one of its CPU:
  * sm_mctx_cpu(c), the context's cpu, which a cpu-aware socket may have set and which is otherwise
- * asked of the platform once per request (on Linux, glibc's rseq area: no system call). So threads
+ * asked of the platform once per request (on Linux, glibc's rseq area: no system call), modulo the
+ * shards in use (shards_live: narenas may lower it at create, core/conf.h). So threads
  * running at the same time take objects from different slabs: no cache line written by two cores,
  * no class lock shared by all. Classes above SM_OPT_SHARD_MAX use shard 0 from every CPU. A slab
  * stays under the class struct that made or stole it (s->home) and frees go there from any CPU
@@ -25,7 +26,7 @@ SM_INLINE unsigned SM_FN(shard_here)(unsigned cls, sm_mctx_t *c)
 {
     if (SM_FN(shards) == 1 || SM_SIZECLASS_FN(class_to_size)(cls) > (size_t)(SM_OPT_SHARD_MAX))
         return 0;
-    return (unsigned)sm_mctx_cpu(c) & (SM_FN(shards) - 1);
+    return (unsigned)sm_mctx_cpu(c) & (SM_FN(shards_live) - 1);
 }
 
 /* The class struct request c allocates objects of class cls from. */
@@ -47,8 +48,8 @@ SM_INLINE bool SM_FN(home_is_here)(const struct SM_FN(class) *home, sm_mctx_t *c
 SM_SLOWPATH struct SM_FN(slab) *SM_FN(steal)(struct SM_FN(class) *k, unsigned cls)
 {
     unsigned me = (unsigned)(k - SM_FN(obj).cls) / SM_FN(class_count);
-    for (unsigned d = 1; d < SM_FN(shards); d++) {
-        struct SM_FN(class) *v = &SM_FN(obj).cls[((me + d) & (SM_FN(shards) - 1)) * SM_FN(class_count) + cls];
+    for (unsigned d = 1; d < SM_FN(shards_live); d++) {
+        struct SM_FN(class) *v = &SM_FN(obj).cls[((me + d) & (SM_FN(shards_live) - 1)) * SM_FN(class_count) + cls];
         if (!SM_RETAIN_FN(peek)(&v->retain) && __atomic_load_n(&v->npartial, __ATOMIC_RELAXED) < 2)
             continue;
         if (!SM_SYNC_FN(trylock)(&v->lock))

@@ -52,6 +52,8 @@
 #define MX_PROF        22 /* prof :: thread_cache :: slab_lk :: fk (profiling on, small samples) */
 #define MX_SLAB_ARR    23 /* slab_arrcache :: slab_lk :: fk */
 #define MX_TARR        24 /* tarrcache :: slab_lk :: fk */
+#define MX_SZCLS       25 /* szcls_stat :: fk (sizeclass tc unless the case names one) */
+#define MX_PERF        26 /* perf_stat :: fk */
 
 #ifndef MX_COMP
 #error "options_matrix: build with -DMX_COMP=<composition> (see tests/build/options_matrix.sh)"
@@ -69,7 +71,7 @@
     MX_COMP == MX_SEGFIT || MX_COMP == MX_WCET || MX_COMP == MX_SEGFIT_LF || MX_COMP == MX_SLAB_WF || \
     MX_COMP == MX_TAIL || MX_COMP == MX_GUARD || MX_COMP == MX_DELAYED || MX_COMP == MX_ALIGNED || \
     MX_COMP == MX_BATCHED || MX_COMP == MX_CARR || MX_COMP == MX_COND || MX_COMP == MX_PROF || \
-    MX_COMP == MX_SLAB_ARR || MX_COMP == MX_TARR
+    MX_COMP == MX_SLAB_ARR || MX_COMP == MX_TARR || MX_COMP == MX_SZCLS || MX_COMP == MX_PERF
 #define MX_HAS_FAKE 1
 #define SM_LAYER fk
 #include "tests/support/fake_next.h"
@@ -148,6 +150,45 @@
 #define SM_NEXT fk
 #include MX_OPTS
 #include <sunmao/layers/addon/wcet_stat.h>
+
+#elif MX_COMP == MX_SZCLS
+#include <sunmao/policies/sizeclass/log2b.h>
+#define MX_MIN 1
+#define MX_MAX ((size_t)64 << 10)
+#define MX_BIG ((size_t)1 << 20)
+#define SM_LAYER ut
+#define SM_NEXT fk
+#include MX_OPTS
+#ifndef SM_SIZECLASS
+#define SM_SIZECLASS tc
+#endif
+#include <sunmao/layers/addon/szcls_stat.h>
+/* For MX_EFFECT: allocations counted over every bucket. */
+SM_UNUSED static uint64_t mx_szcls_mallocs(void)
+{
+    static struct ut_counts k;
+    uint64_t n = 0;
+    ut_szcls_read(&k);
+    for (unsigned b = 0; b <= (unsigned)ut_buckets; b++)
+        n += k.n[0][b];
+    return n;
+}
+
+#elif MX_COMP == MX_PERF
+#define MX_MIN 1
+#define MX_MAX ((size_t)64 << 10)
+#define MX_BIG ((size_t)1 << 20)
+#define SM_LAYER ut
+#define SM_NEXT fk
+#include MX_OPTS
+#include <sunmao/layers/addon/perf_stat.h>
+/* For MX_EFFECT: alloc calls timed. */
+SM_UNUSED static uint64_t mx_perf_allocs(void)
+{
+    struct ut_perf r;
+    ut_perf_read(&r);
+    return r.calls[0];
+}
 
 #elif MX_COMP == MX_GUARD
 #define MX_MIN 1

@@ -61,6 +61,9 @@ slab_wf|MX_SLAB_WF|SM_OPT_MIN_OBJECTS=64|ut_obj.max_size < 1024
 slab_wf|MX_SLAB_WF|SM_OPT_DECAY_MS=5|
 wcet_stat|MX_WCET|SM_OPT_SAMPLE_EVERY=1|(ut_wcet_flush(), ut_wcet_samples(0) > 0)
 wcet_stat|MX_WCET|SM_OPT_REPORT_AT_EXIT=0|
+szcls_stat|MX_SZCLS|SM_OPT_PRINT_AT_EXIT=1|mx_szcls_mallocs() > 0
+szcls_stat|MX_SZCLS|SM_SIZECLASS=log2b|ut_classes == 17 && mx_szcls_mallocs() > 0
+perf_stat|MX_PERF|SM_OPT_PRINT_AT_EXIT=1|mx_perf_allocs() > 0
 delayed_free|MX_DELAYED|SM_OPT_DELAYED_SIZE=(4u << 10)|(mx_usable_of(100), mx_usable_of(8000), ut_quarantine_bytes() == 116)
 delayed_free|MX_DELAYED|SM_OPT_DELAYED_SIZE=0|(mx_usable_of(100), ut_quarantine_bytes() == 0 && ut_quarantine_blocks() == 0)
 delayed_free|MX_DELAYED|SM_OPT_NODE_XOR=0|ut_node_xor == 0

@@ -26,9 +26,10 @@
  * route, core/meta_route.h, in the serving layer's units). So
  *     allocated = sum(in_use) - sum(held) - meta_route
  * exactly, for a quiescent process; a thread cache's held is the objects on its lists, read racily
- * from every thread's cache (merged on read). A layer that cannot count its in_use exactly (a
- * lock-free layer whose paths have no lock to count under) clears `exact`: its allocated is then the
- * sum of what the others know. */
+ * from every thread's cache (merged on read). A layer without a lock derives its figures from its
+ * own records when asked (segfit_lf's and slab_wf's maps and bitmaps). A layer that cannot count its
+ * in_use exactly (no lock, no record of each block but the block's own header) clears `exact`: its
+ * allocated is then the sum of what the others know. */
 #ifndef SUNMAO_CORE_STATS_H
 #define SUNMAO_CORE_STATS_H
 
@@ -88,9 +89,9 @@ static inline sm_stats_layer_t *sm_stats_layer(sm_stats_t *s, const char *name)
     return l;
 }
 
-/* The stats function of a layer that holds memory but keeps no count of it yet (lock-free layers,
- * the secure add-ons whose blocks' usable sizes differ from the next layer's): its name, then the
- * next layer's, and `allocated` is marked inexact. */
+/* The stats function of a layer that holds memory but keeps no count of it (tail_chksum,
+ * delayed_free: their blocks' usable sizes differ from the next layer's by an overhead only each
+ * block's header records): its name, then the next layer's, and `allocated` is marked inexact. */
 #define SM_STATS_INEXACT                                                                           \
     SM_INLINE void SM_FN(stats)(sm_stats_t *s)                                                     \
     {                                                                                              \

@@ -643,7 +643,13 @@ SM_INLINE SM_UNUSED size_t SM_FN(quarantine_blocks)(void) { return SM_FN(tq) ? S
 #undef SM_OPT_DELAYED_SIZE
 #undef SM_OPT_NODE_XOR
 #undef SM_OPT_FILL
-/* Statistics: no count of this layer's blocks yet (core/stats.h). */
+/* Statistics: inexact (core/stats.h). in_use (the sizes asked) differs from what this layer holds
+ * below (footprints at the next layer's usable sizes, quarantined blocks included) by each live
+ * block's header and rounding, which only the block's header records. alloc_hit touches no
+ * per-thread state (the quarantine record is made on a thread's first held free, and no registry
+ * lists them): a count would be a new TLS access on malloc's hit path and a registry of records to
+ * merge on read, or an atomic on both hit paths. Until that is worth its cost, allocated is marked
+ * inexact. */
 SM_STATS_INEXACT
 #define SM_LAYER_STATS 1
 

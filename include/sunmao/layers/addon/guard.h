@@ -621,13 +621,30 @@ SM_SLOWPATH bool SM_FN(on_fault)(void *addr)
 #define SM_LAYER_OFFERS SM_CAP_HIT
 #define SM_LAYER_CAPS   (SM_CAPS(SM_NEXT) & SM_CAP_HIT)
 
+/* Pool blocks are this layer's own (its mapping, not the next layer's), counted under the pool's
+ * lock; every other block passes through unchanged and is counted where it lives, so the hit
+ * paths count nothing. */
+SM_INLINE void SM_FN(cs_stats)(void *arg)
+{
+    sm_stats_layer_t *l = (sm_stats_layer_t *)arg;
+    for (uint32_t i = 0; i < SM_FN(obj).fresh && i < (SM_OPT_SLOTS); i++) {
+        if (SM_FN(obj).slots[i].state == SM_FN(s_live))
+            l->in_use += SM_FN(obj).slots[i].size;
+        l->resident += SM_FN(obj).data; /* a used slot's data pages stay backed */
+    }
+    l->mapped = SM_FN(span)();
+}
+SM_INLINE void SM_FN(stats)(sm_stats_t *s)
+{
+    SM_SYNC_FN(atomic_exec)(&SM_FN(obj).lock, SM_FN(cs_stats), sm_stats_layer(s, SM_LAYER_NAME));
+    SM_NEXT_FN(stats)(s);
+}
+#define SM_LAYER_STATS 1
+
 #undef SM_GUARD_COUNT
 #undef SM_GUARD_NONE
 #undef SM_OPT_SAMPLE_EVERY
 #undef SM_OPT_SLOTS
 #undef SM_OPT_MAX_SIZE
-/* Statistics: no count of this layer's blocks yet (core/stats.h). */
-SM_STATS_INEXACT
-#define SM_LAYER_STATS 1
 
 #include "../../core/layer_end.h"

@@ -501,7 +501,12 @@ SM_INLINE void SM_FN(fork_child)(void) { SM_NEXT_FN(fork_child)(); }
 #define SM_LAYER_OFFERS SM_CAP_HIT
 #define SM_LAYER_CAPS   (SM_CAPS(SM_NEXT) & SM_CAP_HIT)
 #undef SM_OPT_CHECK_REALLOC
-/* Statistics: no count of this layer's blocks yet (core/stats.h). */
+/* Statistics: inexact (core/stats.h). This layer's in_use (the sizes asked, what getmeta answers)
+ * differs from what it holds below (the footprint, at the next layer's usable size) by each live
+ * block's overhead, which nothing but the block's own header records. A count would be an add on
+ * both hit paths, with no lock here to put it under and no per-thread record to merge on read
+ * (the layer has no state per thread at all): an atomic there, or a per-thread registry made for
+ * the statistics alone. Until one of those is worth its cost, allocated is marked inexact. */
 SM_STATS_INEXACT
 #define SM_LAYER_STATS 1
 

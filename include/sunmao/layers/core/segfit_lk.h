@@ -325,6 +325,30 @@ SM_INLINE void SM_FN(fork_child)(void)
     SM_NEXT_FN(fork_child)();
 }
 
+/* Counted from the map at read time, as segfit_lf does: the words are what the request paths
+ * keep anyway (a block is live exactly while its word says so), so they need no counter. Class
+ * chunks are held from their first granule's word (never 0 while the chunk is ours). */
+SM_INLINE void SM_FN(stats_word)(void *arg, uintptr_t at, uintptr_t w)
+{
+    sm_stats_layer_t *l = (sm_stats_layer_t *)arg;
+    size_t size = w & ~(uintptr_t)SM_SEGFIT_BITS;
+    if ((w & SM_SEGFIT_STATE) == SM_SEGFIT_LIVE)
+        l->in_use += size;
+    else if ((w & SM_SEGFIT_STATE) == SM_SEGFIT_FREE)
+        l->dirty += size;
+    if (w & SM_SEGFIT_DIRECT)
+        l->held += size, l->blocks++;
+    else if (at % (SM_OPT_CHUNK_SIZE) == 0)
+        l->held += SM_OPT_CHUNK_SIZE, l->blocks++;
+}
+SM_INLINE void SM_FN(stats)(sm_stats_t *s)
+{
+    sm_stats_layer_t *l = sm_stats_layer(s, SM_LAYER_NAME);
+    sm_pagemap_each(&SM_FN(obj).map, SM_FN(shift), SM_FN(stats_word), l);
+    SM_NEXT_FN(stats)(s);
+}
+#define SM_LAYER_STATS 1
+
 #undef SM_SEGFIT_LIVE
 #undef SM_SEGFIT_FREE
 #undef SM_SEGFIT_STATE
@@ -333,8 +357,5 @@ SM_INLINE void SM_FN(fork_child)(void)
 #undef SM_SEGFIT_BITS
 #undef SM_OPT_MIN_BLOCK
 #undef SM_OPT_CHUNK_SIZE
-/* Statistics: no count of this layer's blocks yet (core/stats.h). */
-SM_STATS_INEXACT
-#define SM_LAYER_STATS 1
 
 #include "../../core/layer_end.h"

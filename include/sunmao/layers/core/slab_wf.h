@@ -643,6 +643,35 @@ SM_INLINE void SM_FN(fork_child)(void) { SM_NEXT_FN(fork_child)(); }
 
 #define SM_LAYER_OFFERS SM_CAP_HIT
 
+/* Counted from the slabs at read time: the hit paths keep no counter, and a slab's bitmap is
+ * already the truth (a clear bit is an object handed up). Every formatted slab is in the map
+ * (slabs are never given back), so the walk finds each one; an empty one's bits are all set. */
+SM_INLINE void SM_FN(stats_slab)(void *arg, uintptr_t at, uintptr_t w)
+{
+    sm_stats_t *s = (sm_stats_t *)arg;
+    sm_stats_layer_t *l = &s->layer[s->nlayers - 1];
+    struct SM_FN(slab) *slab = (struct SM_FN(slab) *)at;
+    const struct SM_FN(geometry) *g = &SM_FN(obj).geo[w - 1];
+    if ((__atomic_load_n(&slab->ctl, __ATOMIC_RELAXED) & SM_SLABWF_STATE) == SM_SLABWF_EMPTY) {
+        l->dirty += slab->purged == SM_SLABWF_PURGED ? SM_SLABWF_HEADER_PAGE : (SM_OPT_SLAB_SIZE);
+        return;
+    }
+    size_t live = g->count - SM_FN(free_objects)(slab, g);
+    sm_stats_class_t *c = sm_stats_class(s, g->size);
+    c->slabs++;
+    c->live += live;
+    l->in_use += live * g->size;
+}
+SM_INLINE void SM_FN(stats)(sm_stats_t *s)
+{
+    sm_stats_layer_t *l = sm_stats_layer(s, SM_LAYER_NAME);
+    l->blocks = __atomic_load_n(&SM_FN(obj).slabs, __ATOMIC_RELAXED);
+    l->held = l->blocks * (SM_OPT_SLAB_SIZE);
+    sm_pagemap_each(&SM_FN(obj).map, SM_FN(shift), SM_FN(stats_slab), s);
+    SM_NEXT_FN(stats)(s);
+}
+#define SM_LAYER_STATS 1
+
 #undef SM_SLABWF_HEADER_PAGE
 #undef SM_SLABWF_FRESH
 #undef SM_SLABWF_AGED
@@ -659,8 +688,5 @@ SM_INLINE void SM_FN(fork_child)(void) { SM_NEXT_FN(fork_child)(); }
 #undef SM_OPT_TLLABS
 #undef SM_OPT_MIN_OBJECTS
 #undef SM_OPT_DECAY_MS
-/* Statistics: no count of this layer's blocks yet (core/stats.h). */
-SM_STATS_INEXACT
-#define SM_LAYER_STATS 1
 
 #include "../../core/layer_end.h"

@@ -12,7 +12,7 @@
  *              the interrupted call holds is needed by the handler's call), or after a report of
  *              the damage the handler's call did, under a fatal err policy
  *   crashed after the report   a thread cache reported the list the interrupted pop left behind,
- *              and the program then crashed on the object it got twice (about 1 run in 100 under
+ *              and the program then crashed on the object it got twice (rare under
  *              libsunmao: docs/reliability.md); the report names the cause, so it is not silent
  * and fails on a damaged block, any other crash, or a child that makes no progress for 20 s.
  * Case: handler_allocates. */

@@ -40,9 +40,14 @@ API_BINS   := $(API_CSRCS:tests/%.c=$(BUILD)/tests/%) $(API_CXXSRCS:tests/%.cc=$
 TEST_SUPPORT := $(wildcard tests/support/*.h)
 # The wcet_stat meter for any allocator (bench/lib/wcetstat.c, bench/README.md): not an instance.
 WCETSTAT   := $(BUILD)/bench/libwcetstat.so
+# smc, the model-language compiler (docs/model-language.md), and its catalogue, generated from the
+# headers' @model lines and options (tools/smc/catalogue.sh).
+SMC        := $(BUILD)/smc
+SMC_SRCS   := $(wildcard tools/smc/*.c)
+SMC_CATALOGUE := $(BUILD)/smc-gen/catalogue.c
 
 .PHONY: all libs static-libs tests test bench install uninstall clean deps check-headers check-layering stress fuzz help tools unit-tests deb
-all: libs tests $(WCETSTAT)
+all: libs tests $(WCETSTAT) $(SMC)
 
 libs: $(SHARED_LIBS) $(STATIC_LIBS)
 static-libs: $(STATIC_LIBS)
@@ -76,6 +81,15 @@ $(BUILD)/obj/bench_wcetstat.o: bench/lib/wcetstat.c $(HEADERS) | $(BUILD)/obj
 $(WCETSTAT): $(BUILD)/obj/bench_wcetstat.o $(BUILD)/obj/new_delete.o
 	@mkdir -p $(@D)
 	$(CC) -shared $(SAN) -static-libgcc -o $@ $^ $(LDLIBS) -ldl
+
+$(SMC_CATALOGUE): tools/smc/catalogue.sh tools/options-table.sh $(HEADERS) $(INSTANCE_SRCS)
+	@mkdir -p $(@D)
+	tools/smc/catalogue.sh -o $@
+# smc finds the headers beside itself (BUILD/../include, or PREFIX/bin/../include installed), else
+# in INCLUDEDIR as configured here.
+$(SMC): $(SMC_SRCS) $(wildcard tools/smc/*.h) $(SMC_CATALOGUE)
+	$(CC) $(CPPFLAGS) -Itools/smc $(CFLAGS) -DSMC_VERSION='"$(VERSION)"' -DSMC_INCLUDEDIR='"$(INCLUDEDIR)"' -DSMC_DATADIR='"$(DATADIR)"' \
+	    $(SMC_SRCS) $(SMC_CATALOGUE) -o $@
 
 $(BUILD)/tests/unit/%: tests/unit/%.c $(HEADERS) $(TEST_SUPPORT)
 	@mkdir -p $(@D)
@@ -127,7 +141,8 @@ help:
 	'                  bench/results/DATE.md (bench/README.md, bench/run.sh --help)' \
 	'  install         libraries, headers, pkg-config and CMake files, man page, sunmao-run and the' \
 	'                  wcet_stat meter into $(DESTDIR)$(PREFIX) (docs/install.md)' \
-	'  tools           the wcet_stat meter ($(BUILD)/bench/libwcetstat.so)' \
+	'  tools           the wcet_stat meter ($(BUILD)/bench/libwcetstat.so) and smc, the model-language' \
+	'                  compiler ($(BUILD)/smc; docs/model-language.md)' \
 	'  unit-tests      only the per-layer unit test programs' \
 	'  uninstall       remove what install put there' \
 	'  deb             build Debian packages (debian/)' \
@@ -229,7 +244,7 @@ INSTALLED_HEADERS := $(HEADERS:include/%=$(DESTDIR)$(INCLUDEDIR)/%)
 # The tools beside the libraries: sunmao-run (a program with an allocator preloaded) and the
 # wcet_stat meter, which sunmao-tools packages.
 BINDIR       ?= $(PREFIX)/bin
-tools: $(WCETSTAT)
+tools: $(WCETSTAT) $(SMC)
 unit-tests: $(UNIT_BINS)
 
 install: libs tools
@@ -252,6 +267,7 @@ install: libs tools
 	install -d $(DESTDIR)$(BINDIR) $(DESTDIR)$(LIBDIR)/sunmao
 	sed 's|@LIBDIR@|$(LIBDIR)|' tools/sunmao-run.sh >$(DESTDIR)$(BINDIR)/sunmao-run && chmod 755 $(DESTDIR)$(BINDIR)/sunmao-run
 	install -m 755 $(WCETSTAT) $(DESTDIR)$(LIBDIR)/sunmao/libwcetstat.so
+	install -m 755 $(SMC) $(DESTDIR)$(BINDIR)/smc
 
 # Removes what install put there, then the directories left empty: sunmao's own (the header tree,
 # cmake/sunmao, share/sunmao) and the standard ones install may have made (man3, pkgconfig, lib,
@@ -263,7 +279,7 @@ uninstall:
 	rm -f $(PKGCONFIG_FILES:%=$(DESTDIR)$(PKGCONFIGDIR)/%) $(CMAKE_FILES:%=$(DESTDIR)$(CMAKEDIR)/%) \
 	    $(DESTDIR)$(DATADIR)/sunmao/new_delete.cc $(INSTANCE_SRCS:instances/%=$(DESTDIR)$(DATADIR)/sunmao/instances/%) \
 	    $(DESTDIR)$(MANDIR)/man3/sunmao.3
-	rm -f $(INSTALLED_HEADERS) $(DESTDIR)$(BINDIR)/sunmao-run $(DESTDIR)$(LIBDIR)/sunmao/libwcetstat.so
+	rm -f $(INSTALLED_HEADERS) $(DESTDIR)$(BINDIR)/sunmao-run $(DESTDIR)$(BINDIR)/smc $(DESTDIR)$(LIBDIR)/sunmao/libwcetstat.so
 	@[ ! -d $(DESTDIR)$(LIBDIR)/sunmao ] || rmdir --ignore-fail-on-non-empty $(DESTDIR)$(LIBDIR)/sunmao
 	@for d in $(DESTDIR)$(INCLUDEDIR)/sunmao $(DESTDIR)$(DATADIR)/sunmao $(DESTDIR)$(CMAKEDIR); do \
 	    [ ! -d "$$d" ] || find "$$d" -depth -type d -empty -delete; \

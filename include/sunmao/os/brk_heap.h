@@ -1,8 +1,8 @@
 /* brk_heap: OS layer over the program break (paper Table 2; the TLSF baseline uses it because
  * TLSF merges neighbouring regions, and sbrk hands out neighbouring regions). No SM_NEXT.
  *
- * Parameters: SM_LAYER. Slots: sync (required: the one global lock), err (required: invalid and
- * double frees). Options:
+ * Parameters: SM_LAYER. Slots: sync (optional, default mutex: the one global lock; no line of the
+ * Mortise paper gives an OS layer's), err (required: invalid and double frees). Options:
  *   SM_OPT_GROWTH  bytes the break moves by at least, and the unused space above the last block
  *                  that is kept before the break is lowered (default 64 KiB, a power of two)
  * Properties: thread-safe with a locking sync policy, page-aligned blocks, not zero-filled
@@ -23,7 +23,8 @@
  * Every block's first page is recorded in a page map (nodes from sm_plat_map, since the break itself
  * must not hold them), so free without a size, getmeta and foreign-pointer checks are lookups.
  * Limits: sbrk is process-global and not thread-safe in the C library; other code calling sbrk
- * concurrently with this layer is outside what any lock here can protect. */
+ * concurrently with this layer is outside what any lock here can protect.
+ * @model: name=brk_heap kind=os slot sync=mutex slot err key growth size */
 #include "../core/layer.h"
 #include "../core/errors.h"
 #include "../core/pagemap.h"
@@ -36,7 +37,8 @@
 #error "brk_heap: an OS layer is the bottom of a composition; SM_NEXT must not be defined"
 #endif
 #ifndef SM_SYNC
-#error "brk_heap: policy slot 'sync' is empty (SM_SYNC = a policy of policies/sync/, e.g. mutex)"
+#include "../policies/sync/mutex.h"
+#define SM_SYNC mutex
 #endif
 #ifndef SM_ERR
 #error "brk_heap: policy slot 'err' is empty (SM_ERR = warn|fatal|callback)"

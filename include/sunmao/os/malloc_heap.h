@@ -13,7 +13,8 @@
  * allocation in its low byte. A pointer whose tag does not match is not ours: getmeta says so and
  * free reports it. The tag is wiped on free, so a second free is reported too (as long as the C
  * library has not handed the memory out again). Limit: the 16 bytes before a foreign pointer are
- * read, so the pointer must at least point into readable memory. */
+ * read, so the pointer must at least point into readable memory.
+ * @model: name=malloc_heap kind=os slot err opaque malloc_fn opaque free_fn opaque memalign_fn */
 #include "../core/layer.h"
 #include "../core/errors.h"
 #include "../core/bits.h"

@@ -29,6 +29,10 @@
  * and node mappings, freed bins, orphan tails, arena reservation), in sections run by the sync
  * policy's atomic_exec; the arena's top changes by fetch-and-add outside it, is replaced only in it.
  * Parts, in os/mmap_heap/, included below by this template only: thread_heap.h (thread heaps).
+ * @model: name=mmap_heap kind=os slot err slot sync=spinlock key growth size
+ * @model: key thread_heap_size size paper=threadlocal_heap_size key thread_heap_max_block size
+ * @model: key huge_pages bool paper=huge_page key faa_growth bool paper=faa_heap_growth
+ * @model: key faa_arena_regions int
  * @check: SM_LAYER=t <sunmao/policies/err/warn.h> SM_ERR=warn */
 #include "../core/bits.h"
 #include "../core/conf.h"

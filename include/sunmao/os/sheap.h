@@ -17,7 +17,8 @@
  * allocation walks the request's own bin first-fit, then takes the first block of the next
  * non-empty bin (found with one bit scan), which is always large enough. Requests aligned beyond
  * 16 bytes walk every bin from their own up, as they may need to split a block's front off.
- * Exhaustion returns NULL with errno = ENOMEM: the pool never grows. */
+ * Exhaustion returns NULL with errno = ENOMEM: the pool never grows.
+ * @model: name=sheap kind=os slot sync slot err key pool_size size opaque pool */
 #include "../core/layer.h"
 #include "../core/errors.h"
 #include "../core/bits.h"

@@ -30,6 +30,7 @@
  * layers must be the top of a cmalloc composition (a compile error says so). Start-up:
  * sockets/start.h, on the first request. Memory goes back on the layers' own paths and on
  * P_cmalloc_trim: no background thread (libc_api.h's release clock is its own).
+ * @model: name=cmalloc_socket kind=socket flag mt slot err
  * @check: <sunmao/policies/err/warn.h> SM_ERR=warn SM_PREFIX=t_
  * @check-next: fake */
 #include <stdint.h>

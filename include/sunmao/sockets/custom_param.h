@@ -16,6 +16,7 @@
  * block may be freed with P_free (the layer then sees no tag) and P_realloc moves it untagged —
  * libc_api.h's realloc takes no flags yet. Needs: the socket's internals sm_socket_alloc_miss and
  * sm_socket_free_miss (sockets/libc_api.h).
+ * @model: name=custom_param kind=socket flag mt
  * @check: <sunmao/policies/err/warn.h> SM_ERR=warn SM_PREFIX=t_ SM_NEXT=fake_next <sunmao/sockets/custom_socket.h>
  * @check-next: fake */
 #include <stdint.h>

@@ -33,6 +33,7 @@
  * on the first request (no fork handlers, no configuration from the environment when freestanding).
  * Kernel flags that sleep or not (GFP_ATOMIC) have no meaning here: no layer sleeps but through
  * its sync policy, which the composition chose.
+ * @model: name=kernel_socket kind=socket slot err
  * @check: <sunmao/policies/err/warn.h> SM_ERR=warn SM_PREFIX=t_
  * @check-next: fake */
 #include <stdint.h>

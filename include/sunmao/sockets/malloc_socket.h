@@ -2,7 +2,8 @@
  * libc allocation API under its standard names (libc_api.h) and the entry points the C++ operator
  * shim (src/cxx/new_delete.cc) calls, so `LD_PRELOAD=lib<name>.so` or linking -l<name> replaces
  * malloc, free, ..., operator new and delete together.
- * Template: define SM_NEXT (top layer) and SM_ERR, then include. */
+ * Template: define SM_NEXT (top layer) and SM_ERR, then include.
+ * @model: name=malloc_socket kind=socket flag mt slot err */
 #define SM_API(name) name
 #include "libc_api.h"
 

@@ -23,6 +23,7 @@
  * a class object need not be aligned to it, so those capabilities are not offered and the socket
  * takes the plain paths. Properties: thread_safe and zeroed of the next layer, min_align
  * max(G, the next layer's). No state, no locks: the fork hooks forward.
+ * @model: name=aligned kind=addon key granule size
  * @check: SM_LAYER=t SM_OPT_GRANULE=64
  * @check-next: fake */
 #include "../../core/layer.h"

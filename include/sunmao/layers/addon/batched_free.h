@@ -31,6 +31,7 @@
  * not HIT (a free hit of the next layer would skip the batch). Properties: those of the next layer.
  * No locks (the arrays are per thread): the fork hooks forward; the forking thread's array stays
  * valid in the child.
+ * @model: name=batched_free kind=addon key batch int
  * @check: SM_LAYER=t
  * @check-next: fake */
 #include "../../core/layer.h"

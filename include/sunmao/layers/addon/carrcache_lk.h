@@ -35,6 +35,8 @@
  * which a hit path must not). Properties: thread_safe when both the lock policy and the next layer
  * are; min_align the next layer's; zeroed 0. getmeta of a cached block answers as the next layer
  * does (live): allowed for a freed block.
+ * @model: name=carrcache_lk kind=addon flag cache slot sizeclass slot sync slot err range
+ * @model: key cpus int key cap int key class_bytes size
  * @check: <sunmao/policies/sizeclass/tc.h> <sunmao/policies/err/warn.h> <sunmao/policies/sync/spinlock.h> SM_LAYER=t SM_SIZECLASS=tc SM_ERR=warn SM_SYNC=spinlock
  * @check-next: fake */
 #include <string.h>

@@ -42,6 +42,9 @@
  * (purge, unmap, map) is called outside it. Request-path sections run under atomic_exec.
  * Parts, in layers/addon/decay_cache/ and included below (by this template only): chores.h
  * (eviction, collect, do_chores, decay: the work found under the lock and done after it).
+ * @model: name=decay_cache kind=addon slot sync slot err
+ * @model: key min_cached size key max_waste int key decay_ms int key purge_lazy bool key grow bool
+ * @model: key max_blocks int key max_bytes size
  * @check: <sunmao/policies/err/warn.h> SM_LAYER=m SM_ERR=warn <sunmao/os/mmap_heap.h> SM_LAYER=t SM_NEXT=m <sunmao/policies/sync/mutex.h> SM_SYNC=mutex SM_ERR=warn */
 #include "../../core/bits.h"
 #include "../../core/conf.h"

@@ -2,6 +2,7 @@
  * per-thread quarantine before the next layer may reuse them; sunmao calls it delayed_free
  * (layers/addon/delayed_free.h, whose parameters, slots, options and properties it has). Including
  * either gives the same layer.
+ * @model: name=delayed alias-of=delayed_free
  * @check: <sunmao/policies/err/warn.h> SM_LAYER=t SM_ERR=warn
  * @check-next: fake */
 #include "delayed_free.h"

@@ -62,6 +62,9 @@
  *   thread cache takes it with no owner lookup), unsized once resized or when aligned (a block served
  *   further down and shrunk into a cached class's range is no object of that class).
  * - Thread exit, and release(SM_RELEASE_ALL) on the calling thread, pass its quarantine down.
+ * @model: name=delayed_free kind=addon flag secure
+ * @model: slot chksum=xor paper=chk_sum slot err paper=err_handle
+ * @model: key delayed_size size key node_xor bool key fill bool
  * @check: <sunmao/policies/err/warn.h> SM_LAYER=t SM_ERR=warn
  * @check-next: fake */
 #include <string.h>

@@ -48,6 +48,8 @@
  *   the layer (platform: sm_plat_fault_hook). The handler takes no lock and allocates nothing.
  * Lock order: pool lock -> next layer's locks in the fork hooks only; elsewhere the lock is taken
  * for a few stores (sections via atomic_exec), never around a system call or the next layer.
+ * @model: name=guard kind=addon flag secure slot sync slot err
+ * @model: key sample_every int key slots int key max_size size
  * @check: SM_LAYER=t <sunmao/policies/sync/mutex.h> SM_SYNC=mutex <sunmao/policies/err/warn.h> SM_ERR=warn
  * @check-next: fake */
 #include "../../core/bits.h"

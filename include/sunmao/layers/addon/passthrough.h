@@ -4,7 +4,8 @@
  * complete example of the layer contract (core/layer.h) to copy when writing a new layer.
  *
  * Parameters: SM_LAYER, SM_NEXT. Slots: size_handle (requests outside it skip the layer; here
- * both paths are the same, which is the point). Properties and capabilities: those of the next layer. */
+ * both paths are the same, which is the point). Properties and capabilities: those of the next layer.
+ * @model: name=passthrough kind=addon range */
 #include "../../core/layer.h"
 
 #ifndef SM_LAYER

@@ -35,6 +35,7 @@
  * max_cycles[op], mean_cycles[op], and mean_ns[op], max_ns[op] at the measured rate (the cycle
  * figures when no rate is known yet); op 0 alloc, 1 free. L_perf_format(buf, n) the report's text;
  * L_perf_print() writes it to stderr (no allocation).
+ * @model: name=perf_stat kind=addon key print_at_exit bool
  * @check: SM_LAYER=t
  * @check-next: fake */
 #include "../../core/layer.h"

@@ -38,6 +38,7 @@
  * with its own pid. prof.reset forgets every count (a new epoch: blocks sampled before it are freed
  * without touching the new counts). Nothing is kept per thread but the TLS scalars.
  *
+ * @model: name=prof kind=addon slot sync slot err key lg_range int key depth int
  * @check: <sunmao/policies/sync/spinlock.h> <sunmao/policies/sync/mutex.h> <sunmao/policies/sizeclass/tc.h> <sunmao/policies/err/warn.h> SM_LAYER=s SM_NEXT=fake_next SM_SYNC=spinlock SM_SIZECLASS=tc SM_ERR=warn <sunmao/layers/core/slab_lk.h> SM_LAYER=t SM_NEXT=s SM_SIZECLASS=tc SM_ERR=warn <sunmao/layers/addon/thread_cache.h> SM_LAYER=p SM_NEXT=t SM_SYNC=mutex SM_ERR=warn
  * @check-next: fake */
 #include <string.h>

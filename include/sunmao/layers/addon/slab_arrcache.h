@@ -30,6 +30,8 @@
  *                       slab's shift groups by slab)
  * Capabilities: needs none (uses BATCH and OWNER when offered); offers HIT (the hit paths touch
  * only the thread's own cache, but are longer than tarrcache's). No locks.
+ * @model: name=slab_arrcache kind=addon flag cache slot sizeclass slot err range
+ * @model: key cap int key class_bytes size key page_shift int
  * @check: <sunmao/policies/sizeclass/tc.h> <sunmao/policies/err/warn.h> SM_LAYER=t SM_SIZECLASS=tc SM_ERR=warn
  * @check-next: fake */
 #include <string.h>

@@ -35,6 +35,7 @@
  * bucket b holds), L_unknown (the index of the `unknown` free counter); L_szcls_read(struct
  * L_counts *out) fills out->n[op][b] (op 0 malloc, 1 free), the merged counts; L_szcls_format(buf,
  * n) the table's text; L_szcls_print() writes it to stderr (no allocation).
+ * @model: name=szcls_stat kind=addon alias=szclas_stat slot sizeclass key print_at_exit bool
  * @check: <sunmao/policies/sizeclass/tc.h> SM_LAYER=t SM_SIZECLASS=tc
  * @check-next: fake */
 #include "../../core/bits.h"

@@ -54,6 +54,8 @@
  * layer's hit misses, so the miss checks it again from the start. The check values depend on the
  * process secret: it must not change while blocks are live (the socket seeds it before its first
  * request, and a hit path serves nothing before the next layer's is set up).
+ * @model: name=tail_chksum kind=addon flag secure
+ * @model: slot chksum paper=chk_sum slot err paper=err_handle key check_realloc bool
  * @check: <sunmao/policies/chksum/crc32c.h> <sunmao/policies/err/warn.h> SM_LAYER=t SM_CHKSUM=crc32c SM_ERR=warn
  * @check-next: fake */
 #include "../../core/bits.h"

@@ -35,6 +35,8 @@
  * Capabilities: needs none of the next layer (uses BATCH and OWNER when offered); offers HIT.
  * Properties: thread_safe and min_align of the next layer, zeroed 0. No locks: fork hooks forward.
  * getmeta of a cached block answers as the next layer does (live): allowed for a freed block.
+ * @model: name=tarrcache kind=addon flag cache slot sizeclass slot err range
+ * @model: key cap int key class_bytes size key double_free_check bool
  * @check: <sunmao/policies/sizeclass/tc.h> <sunmao/policies/err/warn.h> SM_LAYER=t SM_SIZECLASS=tc SM_ERR=warn
  * @check-next: fake */
 #include <string.h>

@@ -43,6 +43,12 @@
  * only), and the same sizeclass policy. Offers HIT: alloc_hit, free_hit (below).
  * Properties: thread_safe = the next layer's (the caches are per thread), min_align = the next
  * layer's, zeroed 0 (cached objects hold old data; the socket clears calloc's).
+ * @model: name=thread_cache kind=addon flag cache slot sizeclass slot err
+ * @model: slot reclaim=lowwater slot sync= range
+ * @model: key cache_bytes size paper=cache_size key total_bytes size
+ * @model: key core_aware bool paper=coreaware_cachesize key batch_max int key batch_bytes size
+ * @model: key list_max int key gc_events int key idle_scan_refills int
+ * @model: key double_free_check bool key harden int
  * @check: <sunmao/policies/sync/spinlock.h> <sunmao/policies/sizeclass/tc.h> <sunmao/policies/err/warn.h> SM_LAYER=s SM_NEXT=fake_next SM_SYNC=spinlock SM_SIZECLASS=tc SM_ERR=warn <sunmao/layers/core/slab_lk.h> SM_LAYER=t SM_NEXT=s SM_SIZECLASS=tc SM_ERR=warn
  * @check-next: fake
  *

@@ -19,6 +19,8 @@
  * API beyond the contract: L_wcet_flush() adds the calling thread's counts to the process's;
  * L_wcet_samples(op) and L_wcet_quantile(op, ppm) (cycles, of the process's counts; op 0 malloc,
  * 1 free); L_wcet_format(buf, n) the report's text; L_wcet_report() prints it.
+ * @model: name=wcet_stat kind=addon alias=wacet_stat
+ * @model: key sample_every int key report_at_exit bool
  * @check: SM_LAYER=t
  * @check-next: fake */
 #include "../../core/bits.h"

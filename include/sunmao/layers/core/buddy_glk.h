@@ -17,6 +17,10 @@
  *                      goes back to the next layer
  *   SM_OPT_PURGE_MIN   smallest free block worth a purge (default 64 KiB; at least a page: smaller
  *                      free blocks are reused soon, and each purge is a system call)
+ *   SM_OPT_STABLE      1: never give a chunk back to the next layer (free ones are purged after the
+ *                      decay instead), so every block up to a chunk stays mapped: the layer then
+ *                      offers STABLE, which slab_wf above it needs; 0 (default): chunks go back
+ * Capabilities: STABLE with SM_OPT_STABLE 1 (stable_max: the chunk size).
  * Properties: thread_safe from the sync policy; min_align is SM_OPT_MIN_BLOCK, or the next layer's
  * if smaller (requests this layer passes on keep the next layer's alignment); zeroed 0.
  *
@@ -47,6 +51,9 @@
  * decay after it became free.
  * Parts, in layers/core/buddy_glk/ and included below (by this template only): chunks.h (chunks
  * from and back to the next layer, the free lists), release.h (the release pass).
+ * @model: name=buddy_glk kind=core slot sync slot err slot sizeclass= range
+ * @model: key min_block size key chunk_size size key keep_spare bool key decay_ms int
+ * @model: key purge_min size key stable bool
  * @check: SM_LAYER=t <sunmao/policies/sync/mutex.h> SM_SYNC=mutex <sunmao/policies/err/warn.h> SM_ERR=warn
  * @check-next: fake */
 #include <string.h>
@@ -86,6 +93,10 @@
 #ifndef SM_OPT_PURGE_MIN
 #define SM_OPT_PURGE_MIN ((size_t)64 << 10)
 #endif
+#ifndef SM_OPT_STABLE
+#define SM_OPT_STABLE 0
+#endif
+_Static_assert((SM_OPT_STABLE) == 0 || (SM_OPT_STABLE) == 1, "buddy_glk: SM_OPT_STABLE must be 0 or 1");
 _Static_assert((SM_OPT_DECAY_MS) >= 1, "buddy_glk: SM_OPT_DECAY_MS must be at least 1 ms");
 _Static_assert((SM_OPT_PURGE_MIN) >= 4096, "buddy_glk: SM_OPT_PURGE_MIN must be at least one page");
 _Static_assert((SM_OPT_MIN_BLOCK) >= 16 && ((SM_OPT_MIN_BLOCK) & ((SM_OPT_MIN_BLOCK) - 1)) == 0,
@@ -302,7 +313,8 @@ SM_SLOWPATH unsigned SM_FN(insert_free)(struct SM_FN(chunk) *ch, size_t off, uns
         ch->state[buddy >> SM_FN(min_order)] = 0;
         off &= ~((size_t)1 << k);
     }
-    if (k == SM_FN(max_order) && (!(SM_OPT_KEEP_SPARE) || (SM_FN(obj).nonempty & SM_BUDDY_BIT(k)))) {
+    if (k == SM_FN(max_order) && !(SM_OPT_STABLE) &&
+        (!(SM_OPT_KEEP_SPARE) || (SM_FN(obj).nonempty & SM_BUDDY_BIT(k)))) {
         SM_FN(release_chunk)(ch); /* no spare wanted, or another free chunk is already the spare */
         return 0;
     }
@@ -466,6 +478,11 @@ SM_INLINE void SM_FN(stats)(sm_stats_t *s)
 
 SM_FORK_HOOKS_ONE_LOCK(&SM_FN(obj).lock)
 
+#if SM_OPT_STABLE
+enum { SM_FN(stable_max) = (SM_OPT_CHUNK_SIZE) };
+#define SM_LAYER_OFFERS SM_CAP_STABLE
+#endif
+
 #undef SM_BUDDY_FREE
 #undef SM_BUDDY_USED
 #undef SM_BUDDY_BUSY
@@ -479,4 +496,5 @@ SM_FORK_HOOKS_ONE_LOCK(&SM_FN(obj).lock)
 #undef SM_OPT_KEEP_SPARE
 #undef SM_OPT_DECAY_MS
 #undef SM_OPT_PURGE_MIN
+#undef SM_OPT_STABLE
 #include "../../core/layer_end.h"

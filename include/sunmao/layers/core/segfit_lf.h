@@ -31,6 +31,8 @@
  * (a pop may read the link of a block another thread took: tagged_stack.h). Progress: alloc and
  * free are lock-free (a retry means another thread's step succeeded), the next layer aside.
  * Fork: nothing to lock; a child may lose a block that a vanished thread was between steps on.
+ * @model: name=segfit_lf kind=core slot sizeclass slot err range
+ * @model: key min_block size key chunk_size size key decay_ms int
  * @check: SM_LAYER=t <sunmao/policies/sizeclass/log2b.h> SM_SIZECLASS=log2b <sunmao/policies/err/warn.h> SM_ERR=warn
  * @check-next: fake */
 #include <stdint.h>

@@ -30,6 +30,8 @@
  * under the map lock, so later writes are single stores. Lock order: a class lock, then the map lock
  * (a class takes a chunk under its own lock); the next layer is called under a class lock only to
  * take a chunk. Fork: the map lock, the class locks in order, then the next layer.
+ * @model: name=segfit_lk kind=core slot sync slot sizeclass slot err range
+ * @model: key min_block size key chunk_size size
  * @check: SM_LAYER=t <sunmao/policies/sync/spinlock.h> SM_SYNC=spinlock <sunmao/policies/sizeclass/log2b.h> SM_SIZECLASS=log2b <sunmao/policies/err/warn.h> SM_ERR=warn
  * @check-next: fake */
 #include <stdint.h>

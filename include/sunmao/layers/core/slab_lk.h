@@ -50,6 +50,8 @@
  * partial list, taking and putting objects), geometry.h (class geometry, colours, object index),
  * map.h (owner map), shards.h (CPU partitions), slabs.h (slabs from and back to the next layer,
  * eviction), batch.h (capabilities BATCH and OWNER).
+ * @model: name=slab_lk kind=core slot sync slot sizeclass slot err slot retain=keep_last range
+ * @model: key slab_size size key empty_max int key colours int key shards int key shard_max size
  * @check: SM_LAYER=t <sunmao/policies/sync/spinlock.h> SM_SYNC=spinlock <sunmao/policies/sizeclass/tc.h> SM_SIZECLASS=tc <sunmao/policies/err/warn.h> SM_ERR=warn
  * @check-next: fake */
 #include <string.h>

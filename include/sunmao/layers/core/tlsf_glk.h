@@ -30,6 +30,8 @@
  * Parts, in layers/core/tlsf_glk/ and included below (by this template only): blocks.h (block
  * layout, mapping, segregated lists, release_block/trim/carve), spans.h (grow, give_chunk,
  * return_span, live_block), release.h (the release pass), check.h (the debug checker).
+ * @model: name=tlsf_glk kind=core slot sync slot err range
+ * @model: key sl_bits int key region_size size key decay_ms int key purge_min size
  * @check: SM_LAYER=t <sunmao/policies/sync/mutex.h> SM_SYNC=mutex <sunmao/policies/err/warn.h> SM_ERR=warn
  * @check-next: fake */
 #include <string.h>

@@ -31,7 +31,10 @@
 
 /* The thread-heap functions below are dead code when SM_OPT_THREAD_HEAP_SIZE is 0 (options may
  * be expressions with casts, which #if cannot evaluate). */
-/* A freed carved block of at least `bytes`, made live again; NULL if none. Caller holds the lock. */
+/* A freed carved block of at least `bytes` (page-granular), made live again; NULL if none. A larger
+ * block is cut: the pages past `bytes` stay on the free list as a block of their own, so a request
+ * never gets a block far larger than it asked for (a 17 KiB request once got a 60 KiB one). Caller
+ * holds the lock. */
 SM_UNUSED static void *SM_FN(take_freed_locked)(size_t bytes, size_t *usable)
 {
     unsigned bin = sm_log2_floor(bytes >> SM_FN(granule_shift));
@@ -42,7 +45,19 @@ SM_UNUSED static void *SM_FN(take_freed_locked)(size_t bytes, size_t *usable)
             if (size < bytes)
                 continue;
             *at = b->next;
-            __atomic_store_n(&SM_FN(obj).freed_count, SM_FN(obj).freed_count - 1, __ATOMIC_RELAXED);
+            if (size - bytes >= ((size_t)1 << SM_FN(granule_shift))) {
+                struct SM_FN(link) *tail = (struct SM_FN(link) *)((char *)b + bytes);
+                unsigned tbin = sm_log2_floor((size - bytes) >> SM_FN(granule_shift));
+                if (tbin >= SM_FN(bin_count))
+                    tbin = SM_FN(bin_count) - 1;
+                tail->end = b->end; /* one page of the purged tail is touched again */
+                tail->next = SM_FN(obj).bins[tbin];
+                SM_FN(obj).bins[tbin] = tail;
+                SM_FN(record)(tail, (size - bytes) | SM_FN(w_carved) | SM_FN(w_free));
+                size = bytes;
+            } else {
+                __atomic_store_n(&SM_FN(obj).freed_count, SM_FN(obj).freed_count - 1, __ATOMIC_RELAXED);
+            }
             b->next = NULL, b->end = NULL; /* the purged block is all zero again */
             SM_FN(record)(b, size | SM_FN(w_carved));
             *usable = size;

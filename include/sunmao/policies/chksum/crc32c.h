@@ -14,7 +14,8 @@
  *   uint32_t sm_chksum_crc32c_bytes(uint32_t crc, const void *buf, size_t n)   the standard CRC-32C
  *            of n bytes, continuing crc (0 to start; "123456789" gives 0xe3069283)
  *   sm_chksum_crc32c_bytes_sw/_hw, sm_chksum_crc32c_compute_sw/_hw   one path each (_hw only
- *            where bool sm_chksum_crc32c_hw_ok() says the CPU has the instruction) */
+ *            where bool sm_chksum_crc32c_hw_ok() says the CPU has the instruction)
+ * @model: name=crc32c kind=policy family=chksum */
 #ifndef SUNMAO_POLICY_CHKSUM_CRC32C_H
 #define SUNMAO_POLICY_CHKSUM_CRC32C_H
 

@@ -1,7 +1,8 @@
 /* chksum policy `magic`: a fixed per-process word. Catches overwrites of the word itself (overflow
  * into the next block's header or tail), costs one load and compare.
  * Every chksum policy P provides type sm_chksum_P_t and
- *   sm_chksum_P_t sm_chksum_P_compute(const void *block, size_t size)   (paper §2.2 (4)). */
+ *   sm_chksum_P_t sm_chksum_P_compute(const void *block, size_t size)   (paper §2.2 (4)).
+ * @model: name=magic kind=policy family=chksum */
 #ifndef SUNMAO_POLICY_CHKSUM_MAGIC_H
 #define SUNMAO_POLICY_CHKSUM_MAGIC_H
 

@@ -1,5 +1,6 @@
 /* chksum policy `xor`: the block's address and size folded with the per-process secret. Unlike
- * `magic` it also catches a header copied from another block or a size that was rewritten. */
+ * `magic` it also catches a header copied from another block or a size that was rewritten.
+ * @model: name=xor kind=policy family=chksum */
 #ifndef SUNMAO_POLICY_CHKSUM_XOR_H
 #define SUNMAO_POLICY_CHKSUM_XOR_H
 

@@ -1,6 +1,7 @@
 /* err policy `callback`: hand the error to a function the program registered (tests, fault
  * injection, custom logging). With none registered it reports like `warn`. The callback may
- * return (the layer takes its safe action) or not return (longjmp, abort). */
+ * return (the layer takes its safe action) or not return (longjmp, abort).
+ * @model: name=callback kind=policy family=err */
 #ifndef SUNMAO_POLICY_ERR_CALLBACK_H
 #define SUNMAO_POLICY_ERR_CALLBACK_H
 

@@ -1,6 +1,7 @@
 /* err policy `fatal`: report on stderr and abort, for hardened builds where continuing after heap
  * corruption would hand an attacker a primitive. Running out of memory is not fatal here: it is a
- * defined result (NULL + ENOMEM) that the caller handles. */
+ * defined result (NULL + ENOMEM) that the caller handles.
+ * @model: name=fatal kind=policy family=err */
 #ifndef SUNMAO_POLICY_ERR_FATAL_H
 #define SUNMAO_POLICY_ERR_FATAL_H
 

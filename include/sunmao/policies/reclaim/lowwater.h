@@ -40,7 +40,8 @@
  *               the thread asks for more memory is when what it no longer uses can make room. A
  *               scan's own low-water marks are folded into the collection's, so the halving still
  *               sees a whole collection period.
- * No timers, no threads: an idle thread keeps its cache until it runs a slow path or exits. */
+ * No timers, no threads: an idle thread keeps its cache until it runs a slow path or exits.
+ * @model: name=lowwater kind=policy family=reclaim */
 #ifndef SUNMAO_POLICY_RECLAIM_LOWWATER_H
 #define SUNMAO_POLICY_RECLAIM_LOWWATER_H
 

@@ -6,7 +6,8 @@
  * wants no work it did not ask for. Use it with
  *     #include <sunmao/policies/reclaim/none.h>
  *     #define SM_RECLAIM none            (before including layers/addon/thread_cache.h)
- * The slot's contract (what every reclaim policy provides): lowwater.h. */
+ * The slot's contract (what every reclaim policy provides): lowwater.h.
+ * @model: name=none kind=policy family=reclaim */
 #ifndef SUNMAO_POLICY_RECLAIM_NONE_H
 #define SUNMAO_POLICY_RECLAIM_NONE_H
 

@@ -26,7 +26,8 @@
  * the layer's allocation path recognises it with one compare. The other policy: none.h.
  *
  * keep_last's counters are atomics touched only when a block becomes empty or stops being kept
- * (once per slab's worth of objects at most), never on an object's alloc or free. */
+ * (once per slab's worth of objects at most), never on an object's alloc or free.
+ * @model: name=keep_last kind=policy family=retain */
 #ifndef SUNMAO_POLICY_RETAIN_KEEP_LAST_H
 #define SUNMAO_POLICY_RETAIN_KEEP_LAST_H
 

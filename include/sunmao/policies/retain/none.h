@@ -1,7 +1,8 @@
 /* retain policy `none` (slot SM_RETAIN): keep no empty slab; each goes back to the next layer the
  * moment its last object is freed. The least memory held, and an alloc/free pair at a slab boundary
  * maps and returns a slab every time (no hysteresis): for layers whose next layer caches anyway, or
- * programs that must not hold free memory. What every retain policy provides: keep_last.h. */
+ * programs that must not hold free memory. What every retain policy provides: keep_last.h.
+ * @model: name=none kind=policy family=retain */
 #ifndef SUNMAO_POLICY_RETAIN_NONE_H
 #define SUNMAO_POLICY_RETAIN_NONE_H
 

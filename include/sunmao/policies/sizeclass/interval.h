@@ -10,6 +10,7 @@
  * 16, 32, ..., 128, 192, ..., 1024, 1536, ..., 8192. Rules, checked at compile time: steps are
  * powers of two >= 16, bounds increase, each bound is a multiple of its interval's step.
  * See log2b.h for what every sizeclass policy provides.
+ * @model: name=interval kind=policy family=sizeclass
  * @check: SM_SIZECLASS_NAME=t SM_SIZECLASS_INTERVALS=(128,16),(1024,64),(8192,512)
  *
  * Mapping: the interval is found by comparing the size with every bound at once (summing the

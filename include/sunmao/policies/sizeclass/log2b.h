@@ -8,7 +8,8 @@
  *                                                       (0 -> class 0; size <= max_size only)
  *   size_t   sm_sizeclass_P_class_to_size(unsigned cls) cls < count
  * Class sizes are strictly increasing multiples of 16, and both mappings take constant time
- * (shifts, clz and small tables: no division, no search over the classes). */
+ * (shifts, clz and small tables: no division, no search over the classes).
+ * @model: name=log2b kind=policy family=sizeclass flag sizeclass-max=1048576 */
 #ifndef SUNMAO_POLICY_SIZECLASS_LOG2B_H
 #define SUNMAO_POLICY_SIZECLASS_LOG2B_H
 

@@ -16,7 +16,8 @@
  * and above that each power-of-two range [2^e, 2^(e+1)) is cut in 8 buckets by the three bits
  * below the leading one. Because neighbours are >= 1/8 apart, a bucket holds at most one class
  * size, so the bucket's first candidate class is right or one too small: one compare fixes it.
- * The tables were generated from the rule above; tests/unit/sizeclass.c checks every size. */
+ * The tables were generated from the rule above; tests/unit/sizeclass.c checks every size.
+ * @model: name=prime kind=policy family=sizeclass flag sizeclass-max=65536 */
 #ifndef SUNMAO_POLICY_SIZECLASS_PRIME_H
 #define SUNMAO_POLICY_SIZECLASS_PRIME_H
 

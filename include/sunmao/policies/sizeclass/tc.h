@@ -3,7 +3,8 @@
  * classes per power of two: (5, 6, 7, 8) * 2^(e-2) for each 2^e in 128 .. 128 KiB. The gap
  * between neighbours is 12.5-25% of the larger one, which bounds internal fragmentation while
  * keeping the class count (and so the per-class state and lock count) small.
- * See log2b.h for what every sizeclass policy provides. */
+ * See log2b.h for what every sizeclass policy provides.
+ * @model: name=tc kind=policy family=sizeclass flag sizeclass-max=262144 */
 #ifndef SUNMAO_POLICY_SIZECLASS_TC_H
 #define SUNMAO_POLICY_SIZECLASS_TC_H
 

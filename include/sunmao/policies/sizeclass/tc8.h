@@ -16,7 +16,8 @@
  * Why not below: eight classes per power of two from 128 B (96 classes) saved no more on sqlite
  * but made sh6bench (2000 live blocks of 1..1000 B per thread) 5x slower and glibc-thread 1.4x,
  * most likely because twice the lists share the thread cache's fixed byte budget (not traced).
- * See log2b.h for what every sizeclass policy provides. */
+ * See log2b.h for what every sizeclass policy provides.
+ * @model: name=tc8 kind=policy family=sizeclass flag sizeclass-max=262144 */
 #ifndef SUNMAO_POLICY_SIZECLASS_TC8_H
 #define SUNMAO_POLICY_SIZECLASS_TC8_H
 

@@ -17,7 +17,8 @@
  * the err policy (core/layer.h; the layers' sections carry results back in their argument). lock()
  * and unlock() (release passes, fork hooks) join the same queue: a lock() waiter is never run for,
  * it is handed the lock. trylock takes the lock only if no one holds it or waits. Fork: prepare
- * locks, so no combiner is running when fork copies the process; the child starts empty. */
+ * locks, so no combiner is running when fork copies the process; the child starts empty.
+ * @model: name=ccsynch kind=policy family=sync */
 #ifndef SUNMAO_POLICY_SYNC_CCSYNCH_H
 #define SUNMAO_POLICY_SYNC_CCSYNCH_H
 

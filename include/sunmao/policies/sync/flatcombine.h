@@ -14,7 +14,8 @@
  *
  * As for every combining policy, a section must not use errno, thread-local state or the err
  * policy. lock() and unlock() take the combiner's lock itself. Fork: prepare locks; the child
- * starts with an empty list (the records of other threads' pending sections are gone with them). */
+ * starts with an empty list (the records of other threads' pending sections are gone with them).
+ * @model: name=flatcombine kind=policy family=sync */
 #ifndef SUNMAO_POLICY_SYNC_FLATCOMBINE_H
 #define SUNMAO_POLICY_SYNC_FLATCOMBINE_H
 

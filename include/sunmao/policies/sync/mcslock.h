@@ -2,7 +2,8 @@
  * (queue.h): FIFO, and each waiter spins on a node of its own instead of the lock's line, so a
  * release wakes one waiter and moves one cache line, however many wait. Suits a lock that many
  * cores contend for at once; uncontended it costs an exchange to lock and a compare-and-swap to
- * unlock. Nodes live on the waiters' stacks: no per-thread state, nothing to allocate. */
+ * unlock. Nodes live on the waiters' stacks: no per-thread state, nothing to allocate.
+ * @model: name=mcslock kind=policy family=sync */
 #ifndef SUNMAO_POLICY_SYNC_MCSLOCK_H
 #define SUNMAO_POLICY_SYNC_MCSLOCK_H
 

@@ -15,7 +15,8 @@
  *   bool sm_sync_P_trylock(sm_sync_P_t *)           (takes it only if that needs no wait),
  *   void sm_sync_P_reinit(sm_sync_P_t *)            (fork child: make usable again, whoever held it).
  * A layer's fork hooks (SM_FORK_HOOKS_ONE_LOCK) take lock before fork and reinit in the child.
- * The policies, what each is for and their measurements: docs/sync.md. */
+ * The policies, what each is for and their measurements: docs/sync.md.
+ * @model: name=none kind=policy family=sync */
 #ifndef SUNMAO_POLICY_SYNC_NONE_H
 #define SUNMAO_POLICY_SYNC_NONE_H
 

@@ -2,7 +2,8 @@
  * The paper's hslab puts it on slab_lk's class locks, believing it yields after long waits; glibc's
  * does not (2.36 on x86-64: `lock decl`, then `pause` and reload until free, for ever), so a
  * preempted holder costs its waiters their whole time slice when threads outnumber cores: there,
- * `spinlock` (which yields) is the better choice (docs/sync.md has the measurement). */
+ * `spinlock` (which yields) is the better choice (docs/sync.md has the measurement).
+ * @model: name=posix_spin kind=policy family=sync */
 #ifndef SUNMAO_POLICY_SYNC_POSIX_SPIN_H
 #define SUNMAO_POLICY_SYNC_POSIX_SPIN_H
 

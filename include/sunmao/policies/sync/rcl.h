@@ -37,7 +37,8 @@
  *
  * Fork: prepare locks; the child's reinit frees the word and the slots and sets "no server", so
  * its first contended call starts a server of its own. Sections run on the server: no errno,
- * thread-local state or err policy in a section (core/layer.h). */
+ * thread-local state or err policy in a section (core/layer.h).
+ * @model: name=rcl kind=policy family=sync alias=RCL */
 #ifndef SUNMAO_POLICY_SYNC_RCL_H
 #define SUNMAO_POLICY_SYNC_RCL_H
 

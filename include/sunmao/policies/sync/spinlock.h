@@ -1,6 +1,7 @@
 /* sync policy `spinlock`: test-and-test-and-set with exponential pause backoff, yielding the CPU
  * after a bounded spin so a preempted holder cannot stall waiters for a whole time slice.
- * Cheapest when contention is spread over many locks (per-size-class locks). Not fair. */
+ * Cheapest when contention is spread over many locks (per-size-class locks). Not fair.
+ * @model: name=spinlock kind=policy family=sync */
 #ifndef SUNMAO_POLICY_SYNC_SPINLOCK_H
 #define SUNMAO_POLICY_SYNC_SPINLOCK_H
 

@@ -2,7 +2,8 @@
  * waits until the lock serves it, so the lock is FIFO-fair: no thread waits while later arrivals
  * get it (a test-and-set lock lets the thread nearest the line win). The price is that a preempted
  * waiter stalls everyone behind it; the wait backs off to yielding (wait.h), which bounds the
- * damage when threads outnumber cores. trylock takes a ticket only if it would be served at once. */
+ * damage when threads outnumber cores. trylock takes a ticket only if it would be served at once.
+ * @model: name=ticket kind=policy family=sync */
 #ifndef SUNMAO_POLICY_SYNC_TICKET_H
 #define SUNMAO_POLICY_SYNC_TICKET_H
 

@@ -29,7 +29,9 @@ SM_SLOWPATH SM_UNUSED void SM_FN(release)(sm_release_t *r)
         struct SM_FN(link) *b = SM_FN(obj).free[k - SM_FN(min_order)], *next;
         for (; b && ntaken < max_taken && visits < max_visits; b = next, visits++) {
             next = b->next;
-            const bool whole = k == SM_FN(max_order); /* only a spare: others went back when freed */
+            /* A whole free chunk is a spare (others went back when freed) and goes back; with
+             * SM_OPT_STABLE chunks never go back, and a free one is purged like any block. */
+            const bool whole = !(SM_OPT_STABLE) && k == SM_FN(max_order);
             if (whole && b->stamp == SM_BUDDY_PURGED)
                 b->stamp = 0; /* clean or not, a spare goes back one decay after a pass saw it */
             if (b->stamp == SM_BUDDY_PURGED)

@@ -45,8 +45,8 @@
 #define SM_SYNC  flatcombine
 #define SM_SIZECLASS tc
 #define SM_ERR   warn
-#define SM_SIZE_MIN (32u << 10)
-#define SM_OPT_CHUNK_SIZE (4u << 20)
+#define SM_SIZE_MIN ((size_t)32 << 10)
+#define SM_OPT_CHUNK_SIZE ((size_t)4 << 20)
 #include <sunmao/layers/core/buddy_glk.h>
 
 #define SM_LAYER         hslab_slab
@@ -54,8 +54,8 @@
 #define SM_SYNC          spinlock
 #define SM_SIZECLASS     tc
 #define SM_ERR           warn
-#define SM_SIZE_MAX      (32u << 10)
-#define SM_OPT_SLAB_SIZE (64u << 10)
+#define SM_SIZE_MAX      ((size_t)32 << 10)
+#define SM_OPT_SLAB_SIZE ((size_t)64 << 10)
 #include <sunmao/layers/core/slab_lk.h>
 
 #define SM_LAYER     hslab_cache
@@ -63,8 +63,8 @@
 #define SM_SYNC      spinlock /* the paper's bare `sync`: the 32 MiB all caches share (pool.h) */
 #define SM_SIZECLASS tc
 #define SM_ERR       warn
-#define SM_SIZE_MAX  (32u << 10)
-#define SM_OPT_CACHE_BYTES (2u << 20)
+#define SM_SIZE_MAX  ((size_t)32 << 10)
+#define SM_OPT_CACHE_BYTES ((size_t)2 << 20)
 #define SM_OPT_CORE_AWARE 1
 #include <sunmao/layers/addon/thread_cache.h>
 

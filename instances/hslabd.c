@@ -7,16 +7,17 @@
  * quarantine, prints its one line and aborts. What it detects and costs: docs/security.md.
  */
 #define SM_INSTANCE_BASE 1
-#include "hslab.c"
+/* Its policies first, then the base: every policy header in path order, as smc emits them. */
 #include <sunmao/policies/chksum/magic.h>
 #include <sunmao/policies/err/fatal.h>
+#include "hslab.c"
 
 #define SM_LAYER  hslabd_delayed
 #define SM_NEXT   hslab_cache
 #define SM_CHKSUM magic
 #define SM_ERR    fatal
 #define SM_OPT_NODE_XOR 1
-#define SM_OPT_DELAYED_SIZE (64u << 10)
+#define SM_OPT_DELAYED_SIZE ((size_t)64 << 10)
 #include <sunmao/layers/addon/delayed_free.h> /* the paper's `delayed` */
 
 #define SM_NEXT hslabd_delayed

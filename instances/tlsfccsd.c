@@ -12,10 +12,11 @@
  * when the block leaves the quarantine. What it detects and costs: docs/security.md.
  */
 #define SM_INSTANCE_BASE 1
-#include "tlsfcc.c"
+/* Its policies first, then the base: every policy header in path order, as smc emits them. */
 #include <sunmao/policies/chksum/magic.h>
 #include <sunmao/policies/chksum/xor.h>
 #include <sunmao/policies/err/fatal.h>
+#include "tlsfcc.c"
 
 #define SM_LAYER  tlsfccsd_tail
 #define SM_NEXT   tlsfcc_heap
@@ -28,7 +29,7 @@
 #define SM_CHKSUM magic
 #define SM_ERR    fatal
 #define SM_OPT_NODE_XOR 1
-#define SM_OPT_DELAYED_SIZE (64u << 10)
+#define SM_OPT_DELAYED_SIZE ((size_t)64 << 10)
 #include <sunmao/layers/addon/delayed_free.h> /* the paper's `delayed` */
 
 #define SM_NEXT tlsfccsd_delayed

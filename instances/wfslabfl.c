@@ -37,8 +37,8 @@
 #define SM_NEXT      wfslabfl_fake_large
 #define SM_SIZECLASS prime
 #define SM_ERR       warn
-#define SM_SIZE_MAX  65536
-#define SM_OPT_SLAB_SIZE (64u << 10)
+#define SM_SIZE_MAX  ((size_t)64 << 10)
+#define SM_OPT_SLAB_SIZE ((size_t)64 << 10)
 #define SM_OPT_TLLABS 40
 #include <sunmao/layers/core/slab_wf.h>
 

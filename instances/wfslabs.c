@@ -7,8 +7,9 @@
  * value was overwritten is never reused). What it detects and costs: docs/security.md.
  */
 #define SM_INSTANCE_BASE 1
-#include "wfslab.c"
+/* Its policies first, then the base: every policy header in path order, as smc emits them. */
 #include <sunmao/policies/chksum/xor.h>
+#include "wfslab.c"
 
 #define SM_LAYER  wfslabs_tail
 #define SM_NEXT   wfslab_small

@@ -46,10 +46,10 @@ done
 [ -z "$missing" ] && echo "ok deb: libsunmao-dev holds headers, links, pkg-config, CMake, man page, shim" ||
     echo "not ok deb: libsunmao-dev lacks:$missing"
 missing=""
-for want in usr/bin/sunmao-run sunmao/libwcetstat.so; do
+for want in usr/bin/sunmao-run sunmao/libwcetstat.so usr/bin/smc; do
     contents sunmao-tools | grep -q -- "$want" || missing="$missing $want"
 done
-[ -z "$missing" ] && echo "ok deb: sunmao-tools holds sunmao-run and libwcetstat" || echo "not ok deb: sunmao-tools lacks:$missing"
+[ -z "$missing" ] && echo "ok deb: sunmao-tools holds sunmao-run, libwcetstat and smc" || echo "not ok deb: sunmao-tools lacks:$missing"
 
 root=$(mktemp -d)
 trap 'rm -rf "$root"' EXIT

@@ -473,6 +473,30 @@ print(len(d), sum(d.values()), len(s), s[:80])'
     fi
 fi
 
+# ---- smc, installed: a model line built against the installed headers and C++ shim ----
+smc="$root/bin/smc"
+if [ ! -x "$smc" ]; then
+    notok "smc: installed" "$smc missing"
+else
+    line='mmap_heap::slab_lk(sync=spinlock, sizeclass=tc)::thread_cache(sizeclass=tc)::malloc_socket'
+    if out=$(env -u SUNMAO_INCLUDE "$smc" build -o "$tmp/libline.so" "$line" 2>&1) && [ -f "$tmp/libline.so" ] && [ -z "$out" ]; then
+        ok "smc (installed): builds a line with the installed headers, nothing printed"
+        where=$(LD_PRELOAD="$tmp/libline.so" "$tmp/appxx" _Znwm 2>&1 >/dev/null)
+        if [ "$where" = "$(printf 'malloc in %s\noperator new in %s' "$tmp/libline.so" "$tmp/libline.so")" ]; then
+            ok "smc (installed): its library serves malloc and operator new in a C++ program"
+        else
+            notok "smc (installed): its library serves malloc and operator new" "$(echo "$where" | tr '\n' ' ')"
+        fi
+    else
+        notok "smc (installed): builds a line" "$(echo "$out" | head -3 | tr '\n' ' ')"
+    fi
+    if "$smc" build --prefix mine_ -o "$tmp/libline.a" "$line" >/dev/null 2>&1 && nm "$tmp/libline.a" | grep -q ' T mine_malloc$'; then
+        ok "smc (installed): --prefix builds a prefixed static library"
+    else
+        notok "smc (installed): --prefix" "no mine_malloc in $tmp/libline.a"
+    fi
+fi
+
 # ---- make uninstall ----
 if ! make -s BUILD="$BUILD" DESTDIR="$dest" PREFIX="$prefix" uninstall >"$tmp/uninstall.log" 2>&1; then
     notok "make uninstall" "$(first_error "$tmp/uninstall.log")"

@@ -115,10 +115,22 @@ const struct smc_policy *smc_find_policy(const char *family, const char *name, c
     return NULL;
 }
 
+/* The paper's spellings of slot names, for every layer with the slot (§4.1 writes err_handle and
+ * chk_sum; Figure 3 chksum). */
+static const char *slot_spelling(const char *name)
+{
+    if (!strcmp(name, "err_handle")) return "err";
+    if (!strcmp(name, "chk_sum")) return "chksum";
+    return name;
+}
+
 static const struct smc_key *find_key(const struct smc_layer *L, const char *name, const char **near)
 {
     static char buf[SMC_NAME_MAX];
     struct nearest n = {name, NULL, 99};
+    const char *slot = slot_spelling(name);
+    for (unsigned i = 0; i < L->nkeys && slot != name; i++)
+        if (L->keys[i].type == SMC_T_POLICY && !strcmp(L->keys[i].name, slot)) return &L->keys[i];
     for (unsigned i = 0; i < L->nkeys; i++) {
         if (!strcmp(L->keys[i].name, name) || smc_in_list(name, L->keys[i].paper)) return &L->keys[i];
         consider(&n, L->keys[i].name);
@@ -371,9 +383,8 @@ static void fill_slots(struct smc_comp *c, unsigned i, int mt)
                 e->nset--;
                 continue;
             }
-            static char origin[SMC_NAME_MAX + 32];
-            snprintf(origin, sizeof origin, "taken from %s", from);
-            s->origin = strdup(origin);
+            s->origin = "taken from";
+            s->from = from;
         } else {
             const char *d = family_default(key->family);
             s->policy = d ? smc_find_policy(key->family, d, NULL) : NULL;
@@ -419,9 +430,8 @@ static int enable_offer(struct smc_comp *c, unsigned j, unsigned cap, const char
         s->key = key;
         s->num = 1;
         s->set = 1;
-        static char origin[SMC_MAX_TERMS][SMC_NAME_MAX + 48];
-        snprintf(origin[j], sizeof origin[j], "on: %s above needs %s", above, smc_cap_name(cap));
-        s->origin = origin[j];
+        s->origin = "on: its capability is needed above by";
+        s->from = above;
         return 1;
     }
     return 0;

@@ -57,9 +57,11 @@ void smc_emit(FILE *f, const struct smc_comp *c, const char *name)
     if (!c->socket)
         fprintf(f, "\n * The line has no socket: custom_socket is added, with the prefix SM_PREFIX (default %s_),\n"
                    " * so the composition can be linked into a program beside its malloc.", name);
-    fprintf(f, " */\n#include <stdint.h>\n");
+    fprintf(f, " */\n");
 
-    /* Every policy header once, in the order of first use. */
+    /* Every policy header once, sorted by path as hand-written instances list them: the order of
+     * declarations in a translation unit can change GCC's choices, and a line should compile to
+     * exactly what the same composition written by hand compiles to (tests/smc/instances.sh). */
     const struct smc_policy *seen[SMC_MAX_TERMS * SMC_MAX_ARGS];
     unsigned nseen = 0;
     int need_warn = !c->socket;
@@ -77,6 +79,12 @@ void smc_emit(FILE *f, const struct smc_comp *c, const char *name)
         while (k < nseen && seen[k] != w) k++;
         if (w && k == nseen) seen[nseen++] = w;
     }
+    for (unsigned a = 1; a < nseen; a++)
+        for (unsigned b = a; b > 0 && strcmp(seen[b - 1]->header, seen[b]->header) > 0; b--) {
+            const struct smc_policy *t = seen[b];
+            seen[b] = seen[b - 1];
+            seen[b - 1] = t;
+        }
     for (unsigned k = 0; k < nseen; k++) fprintf(f, "#include <%s>\n", seen[k]->header);
 
     for (unsigned i = 0; i < c->n; i++) {

@@ -112,10 +112,11 @@ void smc_explain(FILE *f, const struct smc_comp *c, const unsigned long long *si
                 snprintf(v, sizeof v, "%s", key->deflt);
             else
                 snprintf(v, sizeof v, "(unset)");
-            fprintf(f, "   %-22s = %-16s %s", key->name, v,
+            fprintf(f, "   %-22s = %-16s %s%s%s", key->name, v,
                     s && s->arg ? (s->origin && strcmp(s->origin, "line") ? s->origin : "from the line")
                     : s && s->set ? s->origin
-                    : *key->deflt ? "default" : key->type == SMC_T_POLICY ? "empty (optional)" : "default");
+                    : *key->deflt ? "default" : key->type == SMC_T_POLICY ? "empty (optional)" : "default",
+                    s && s->from ? " " : "", s && s->from ? s->from : "");
             if (*key->paper) fprintf(f, "; paper: %s", key->paper);
             fprintf(f, "\n");
             if (*key->meaning) fprintf(f, "   %-22s   %s (%s)\n", "", key->meaning, key->macro);

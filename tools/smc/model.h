@@ -77,6 +77,7 @@ struct smc_setting {
     const struct smc_arg *arg;          /* as written; NULL: not written */
     const struct smc_policy *policy;    /* for a slot: the chosen policy (NULL: slot left empty) */
     const char *origin;                 /* "line", "default", "bare key", "neighbour", ... */
+    const char *from;                   /* the layer the origin names, if any */
     unsigned long long num, lo, hi;     /* the value of a number, bool or range */
     int set;                            /* has a value (written or taken) to emit */
 };

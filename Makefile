@@ -147,7 +147,8 @@ help:
 	'  uninstall       remove what install put there' \
 	'  deb             build Debian packages (debian/)' \
 	'  stress          the long stress tier: every instance, new seeds, STRESS_MINUTES (tools/stress-long.sh)' \
-	'  fuzz            the differential fuzzer, FUZZ_SECONDS per instance, new coverage merged into the corpus' \
+	'  fuzz            the differential fuzzer, FUZZ_SECONDS per instance, then smc'"'"'s parser for FUZZ_SECONDS;' \
+	'                  new coverage merged into the corpora (tests/fuzz/corpus, tests/smc/corpus)' \
 	'  deps            install the Debian packages the build needs, if missing (tools/ensure-deps.sh)' \
 	'  check-headers   every public header compiles on its own (tools/check-headers.sh)' \
 	'  check-layering  the include graph is one-way (tools/check-layering.sh)' \
@@ -171,7 +172,7 @@ help:
 	'  ALLOCS=LIST     make bench: allocators, e.g. ALLOCS=glibc,mimalloc,sunmao' \
 	'  BASELINE, ROUNDS, TIMEOUT  make bench: see bench/run.sh --help' \
 	'  STRESS_MINUTES  make stress: how long ($(STRESS_MINUTES))' \
-	'  FUZZ_SECONDS    make fuzz: per instance ($(FUZZ_SECONDS))'
+	'  FUZZ_SECONDS    make fuzz: per instance, and for smc ($(FUZZ_SECONDS))'
 
 check-headers:
 	@tools/check-headers.sh
@@ -187,8 +188,9 @@ STRESS_MINUTES ?= 10
 FUZZ_SECONDS   ?= 600
 stress: deps all
 	@BUILD=$(BUILD) INSTANCES="$(INSTANCES)" tools/stress-long.sh $(STRESS_MINUTES)
-fuzz: deps
+fuzz: deps $(SMC)
 	@BUILD=$(BUILD) INSTANCES="$(INSTANCES)" FUZZ_SECONDS=$(FUZZ_SECONDS) FUZZ_MERGE=1 tests/fuzz/fuzz.sh
+	@BUILD=$(BUILD) SMC_FUZZ_SECONDS=$(FUZZ_SECONDS) FUZZ_MERGE=1 tests/smc/fuzz.sh
 
 # ---- make install / make uninstall (docs/install.md) ----
 # The version, written once in include/sunmao/core/version.h: the installed libraries are

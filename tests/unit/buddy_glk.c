@@ -51,6 +51,23 @@
 #define SM_OPT_KEEP_SPARE 0
 #include <sunmao/layers/core/buddy_glk.h>
 
+/* SM_OPT_STABLE: chunks never go back; the layer offers STABLE. */
+#define SM_LAYER fst
+#include "tests/support/fake_next.h"
+#define SM_LAYER bst
+#define SM_NEXT fst
+#define SM_SYNC none
+#define SM_ERR callback
+#define SM_OPT_MIN_BLOCK 4096
+#define SM_OPT_CHUNK_SIZE 65536
+#define SM_OPT_KEEP_SPARE 0 /* STABLE wins over it */
+#define SM_OPT_STABLE 1
+#define SM_OPT_DECAY_MS 10
+#define SM_OPT_PURGE_MIN 4096
+#include <sunmao/layers/core/buddy_glk.h>
+_Static_assert(SM_HAS_CAP(bst, SM_CAP_STABLE) && bst_stable_max == 65536, "STABLE offered, up to a chunk");
+_Static_assert(!SM_HAS_CAP(bn, SM_CAP_STABLE) && bn_stable_max == 0, "not offered by default");
+
 /* The sizeclass slot: blocks of tc's class sizes, trimmed from their power of two. */
 #define SM_LAYER ft
 #include "tests/support/fake_next.h"
@@ -661,6 +678,51 @@ static void test_no_spare_option(void)
     }
 }
 
+/* SM_OPT_STABLE: a chunk whose blocks are all freed stays (KEEP_SPARE 0 notwithstanding), its
+ * memory readable; a release pass purges it (reads as zero) instead of giving it back, and release
+ * of everything does the same; the chunk is reused afterwards. */
+static void test_stable_keeps_chunks(void)
+{
+    unsigned long frees = fst_obj.frees;
+    void *b[32];
+    for (int i = 0; i < 32; i++) {
+        sm_mctx_t c = sm_mctx_alloc(4096, 16, 0);
+        b[i] = bst_alloc(&c);
+        CHECK(b[i] != NULL);
+        check_fill(b[i], 4096, (unsigned)i + 7);
+    }
+    size_t chunks = bst_obj.chunk_count, held = fst_obj.live_blocks;
+    CHECKF(chunks == 2, "%zu chunks for 32 blocks of 4 KiB in 64 KiB chunks", chunks);
+    for (int i = 0; i < 32; i++) {
+        sm_mctx_t f = sm_mctx_block(b[i], 0, 0);
+        bst_free(&f);
+    }
+    CHECKF(bst_obj.chunk_count == chunks && fst_obj.frees == frees, "a chunk went back: %zu kept, %lu frees",
+           (size_t)bst_obj.chunk_count, fst_obj.frees - frees);
+    CHECK(check_verify(b[5], 4096, 12)); /* still mapped and as it was: only a purge changes it */
+    unsigned long purges = fst_obj.purges;
+    sm_release_t r = sm_release_request(1000, SM_RELEASE_ALL);
+    bst_release(&r);
+    CHECKF(bst_obj.chunk_count == chunks && fst_obj.frees == frees, "release gave a chunk back");
+    CHECKF(fst_obj.purges > purges && r.released == chunks * 65536, "purged %zu bytes in %lu purges", r.released,
+           fst_obj.purges - purges);
+    bool zero = true;
+    for (int i = 0; i < 4096; i++)
+        zero &= ((unsigned char *)b[5])[i] == 0;
+    CHECK(zero);
+    void *again[4];
+    for (int i = 0; i < 4; i++) {
+        sm_mctx_t c = sm_mctx_alloc(32768, 16, 0);
+        again[i] = bst_alloc(&c);
+        CHECK(again[i] != NULL);
+    }
+    CHECKF(bst_obj.chunk_count == chunks && fst_obj.live_blocks == held, "the kept chunks were not reused");
+    for (int i = 0; i < 4; i++) {
+        sm_mctx_t f = sm_mctx_block(again[i], 0, 0);
+        bst_free(&f);
+    }
+}
+
 /* L_release: a free block of 64 KiB or more is stamped by the first pass, purged (it reads as zero
  * through the fake's purge) by the first pass one decay later, and skipped after that; a block split
  * off a purged one stays purged; the spare chunk goes back one decay after a pass saw it free; a
@@ -783,7 +845,7 @@ static void test_busy_block_not_reused(void)
 int main(void)
 {
     check_begin("buddy_glk");
-    CHECK(bd_create() == 0 && bs_create() == 0 && bh_create() == 0 && bt_create() == 0);
+    CHECK(bd_create() == 0 && bs_create() == 0 && bh_create() == 0 && bt_create() == 0 && bst_create() == 0);
     RUN_CASE(test_every_order_aligned);
     RUN_CASE(test_random_sequences);
     RUN_CASE(test_full_coalescing);
@@ -792,6 +854,7 @@ int main(void)
     RUN_CASE(test_alignment_requests);
     RUN_CASE(test_resize);
     RUN_CASE(test_no_spare_option);
+    RUN_CASE(test_stable_keeps_chunks);
     RUN_CASE(test_release_purges_then_returns);
     RUN_CASE(test_busy_block_not_reused);
     RUN_CASE(test_out_of_memory);

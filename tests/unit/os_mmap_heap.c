@@ -23,6 +23,13 @@
 #define SM_OPT_THREAD_HEAP_MAX_BLOCK ((size_t)256 << 10)
 #include <sunmao/os/mmap_heap.h>
 
+/* Thread heaps whose free lists only thread_heap_cuts_larger_freed_blocks uses. */
+#define SM_LAYER mmc
+#define SM_ERR callback
+#define SM_SYNC mutex
+#define SM_OPT_THREAD_HEAP_SIZE ((size_t)16 << 20)
+#include <sunmao/os/mmap_heap.h>
+
 /* Thread heaps that nothing frees into, so every block is carved from a region (lifecycle case). */
 #define SM_LAYER mml
 #define SM_ERR callback
@@ -262,6 +269,31 @@ static void thread_heap_reuses_purged_blocks(void)
     CHECKF(mmt_getmeta(&m) && m.usable == ma.usable, "usable %zu", m.usable);
     FREE(mmt, b.ptr, 0, 0);
     FREE(mmt, c.ptr, 0, 0);
+}
+
+/* A freed block larger than a request is cut: the request gets what it asked for (in pages), the
+ * rest stays free and serves the next request, purged and zero. */
+static void thread_heap_cuts_larger_freed_blocks(void)
+{
+    size_t page = sm_plat_page_size();
+    /* The 9-page request finds nothing in [8, 16) pages and takes the 24-page block. */
+    sm_mctx_t big = ALLOC(mmc, 24 * page, 16);
+    CHECK(big.ptr != NULL);
+    memset(big.ptr, 0x5a, 24 * page);
+    FREE(mmc, big.ptr, 0, 0);
+    sm_mctx_t head = ALLOC(mmc, 8 * page + 100, 16);
+    sm_mctx_t m = sm_mctx_block(head.ptr, 0, 0);
+    bool meta = mmc_getmeta(&m);
+    CHECKF(head.ptr == big.ptr && meta && m.usable == 9 * page,
+           "a 9-page request got %p (freed block %p), usable %zu pages", head.ptr, big.ptr, m.usable / page);
+    sm_mctx_t tail = ALLOC(mmc, 15 * page, 16);
+    CHECKF(tail.ptr == (char *)big.ptr + 9 * page, "the rest was not reused: %p", tail.ptr);
+    CHECK(tail.ptr && (tail.flags & SM_F_FRESH) && all_zero(tail.ptr, 15 * page));
+    check_fill(head.ptr, 9 * page, 3);
+    check_fill(tail.ptr, 15 * page, 4);
+    CHECK(check_verify(head.ptr, 9 * page, 3) && check_verify(tail.ptr, 15 * page, 4));
+    FREE(mmc, head.ptr, 0, 0);
+    FREE(mmc, tail.ptr, 0, 0);
 }
 
 /* Threads: each allocates and frees with pattern checks, across both instances. */
@@ -1253,7 +1285,7 @@ int main(void)
 {
     check_begin("os_mmap_heap");
     sm_err_callback_set(on_error);
-    CHECK(mm_create() == 0 && mmt_create() == 0 && mml_create() == 0 && mmh_create() == 0 && mmf_create() == 0);
+    CHECK(mm_create() == 0 && mmt_create() == 0 && mmc_create() == 0 && mml_create() == 0 && mmh_create() == 0 && mmf_create() == 0);
     RUN_CASE(mm_alignment_and_sizes);
     RUN_CASE(mmt_alignment_and_sizes);
     RUN_CASE(mmh_alignment_and_sizes);
@@ -1264,6 +1296,7 @@ int main(void)
     RUN_CASE(out_of_memory_is_null_and_enomem);
     RUN_CASE(resize_shrinks_and_grows_in_place);
     RUN_CASE(thread_heap_reuses_purged_blocks);
+    RUN_CASE(thread_heap_cuts_larger_freed_blocks);
     RUN_CASE(threads_alloc_and_free_concurrently);
     RUN_CASE(exited_threads_regions_are_adopted);
     RUN_CASE(regions_handed_on_at_thread_exit);

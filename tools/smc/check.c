@@ -258,6 +258,10 @@ static void take_arg(const struct smc_line *l, struct smc_elem *e, const struct 
         if (v->kind == SMC_V_NONE) {
             /* A bare key: the slot's default — its header's, else the family's. */
             const char *d = *k->deflt ? k->deflt : family_default(k->family);
+            if (!d && !strcmp(k->family, "sizeclass")) {
+                e->nset--; /* as if left out: the nearest layer's classes (fill_slots) */
+                return;
+            }
             if (!d) {
                 smc_error(l, a->pos, "%s's slot '%s' has no default policy: write %s=<%s>", L->name, a->key,
                           a->key, family_list(k->family));
@@ -437,6 +441,63 @@ static int enable_offer(struct smc_comp *c, unsigned j, unsigned cap, const char
     return 0;
 }
 
+/* A bound as a header writes its default: 65536, SIZE_MAX, (8u << 10), ((size_t)4 << 20), or
+ * SM_SIZECLASS_FN(max_size) (the element's size-class policy's largest class). 0 if unknown. */
+static int eval_bound(const char *text, const struct smc_elem *e, unsigned long long *out)
+{
+    char t[64];
+    size_t n = 0;
+    for (const char *p = text; *p && n + 1 < sizeof t; p++)
+        if (*p != ' ') t[n++] = *p;
+    t[n] = 0;
+    if (!strcmp(t, "SIZE_MAX")) {
+        *out = SIZE_MAX;
+        return 1;
+    }
+    if (!strcmp(t, "SM_SIZECLASS_FN(max_size)")) {
+        for (unsigned m = 0; m < e->nset; m++)
+            if (e->set[m].policy && !strcmp(e->set[m].key->family, "sizeclass") && e->set[m].policy->max_size) {
+                *out = e->set[m].policy->max_size;
+                return 1;
+            }
+        return 0;
+    }
+    unsigned long long v, sh;
+    char u;
+    if (sscanf(t, "%llu%c", &v, &u) == 1) {
+        *out = v;
+        return 1;
+    }
+    if (sscanf(t, "(%lluu<<%llu)", &v, &sh) == 2 || sscanf(t, "((size_t)%llu<<%llu)", &v, &sh) == 2) {
+        *out = sh < 64 ? v << sh : 0;
+        return sh < 64;
+    }
+    return 0;
+}
+
+/* The sizes an element is asked to serve when its line gives no size_handle: its header's default
+ * range, within its size classes. */
+static void default_range(struct smc_elem *e)
+{
+    for (unsigned k = 0; k < e->layer->nkeys; k++) {
+        const struct smc_key *key = &e->layer->keys[k];
+        if (key->type != SMC_T_RANGE || e->has_range) continue;
+        const char *comma = strchr(key->deflt, ',');
+        unsigned long long hi;
+        if (key->deflt[0] == '[' && comma) {
+            char hi_text[64];
+            snprintf(hi_text, sizeof hi_text, "%s", comma + 1);
+            char *close = strrchr(hi_text, ']');
+            if (close) *close = 0;
+            if (eval_bound(hi_text, e, &hi)) e->hi = hi;
+        }
+    }
+    for (unsigned m = 0; m < e->nset; m++)
+        if (e->set[m].policy && !strcmp(e->set[m].key->family, "sizeclass") && e->set[m].policy->max_size &&
+            e->hi > e->set[m].policy->max_size && !e->has_range)
+            e->hi = e->set[m].policy->max_size;
+}
+
 static void make_ident(struct smc_comp *c, unsigned i, const char *name)
 {
     struct smc_elem *e = &c->e[i];
@@ -595,6 +656,23 @@ int smc_check(const struct smc_line *l, int mode, const char *name, struct smc_c
                       "%s's sizeclass %s differs from that of the layer below it, %s (%s): a cache keeps the classes "
                       "of the layer it caches", c->e[i].layer->name, mine->name, c->e[i - 1].layer->name, theirs->name);
     }
+
+    /* A range cannot reach beyond the layer's size classes (the header refuses it at compile time). */
+    for (unsigned i = 0; i < c->n; i++) {
+        const struct smc_elem *e = &c->e[i];
+        if (!e->has_range || e->hi == SIZE_MAX) continue;
+        for (unsigned m = 0; m < e->nset; m++) {
+            const struct smc_policy *p = e->set[m].policy;
+            if (!p || strcmp(e->set[m].key->family, "sizeclass") || !p->max_size || e->hi <= p->max_size) continue;
+            const struct smc_setting *r = NULL;
+            for (unsigned k = 0; k < e->nset; k++)
+                if (e->set[k].key->type == SMC_T_RANGE) r = &e->set[k];
+            smc_error(l, r && r->arg ? r->arg->val.pos : e->term->pos,
+                      "%s's size_handle reaches %llu, above the largest class of its sizeclass %s (%llu)",
+                      e->layer->name, e->hi, p->name, p->max_size);
+        }
+    }
+    for (unsigned i = 0; i < c->n; i++) default_range(&c->e[i]);
 
     /* Ranges: the layer nearest the socket serves first; warn where one can never be reached. */
     for (unsigned i = 0; i < c->n; i++) {

@@ -14,6 +14,21 @@ static const char *caps_text(unsigned caps, char *buf, size_t n)
     return buf;
 }
 
+/* "offers X[ among Y][ with M on][; needs Z when W]" */
+static void caps_sentence(FILE *f, const struct smc_layer *L)
+{
+    char b[128];
+    fprintf(f, "offers %s", L->forwards ? "its next layer's" : caps_text(L->offers, b, sizeof b));
+    if (L->forwards && L->offers != SMC_CAP_ALL) fprintf(f, " among %s", caps_text(L->offers, b, sizeof b));
+    if (*L->offers_when) fprintf(f, " with %s on", L->offers_when);
+    if (L->nneeds) {
+        fprintf(f, "; needs");
+        for (unsigned k = 0; k < L->nneeds; k++)
+            fprintf(f, "%s %s%s%s", k ? "," : "", smc_cap_name(L->needs[k].cap), *L->needs[k].when ? " when " : "",
+                    L->needs[k].when);
+    }
+}
+
 static const char *value_text(const struct smc_setting *s, char *buf, size_t n)
 {
     switch (s->key->type) {
@@ -54,20 +69,13 @@ static void human_size(char *buf, size_t n, unsigned long long v)
         snprintf(buf, n, "%llu", v);
 }
 
-/* The sizes a layer is asked to serve: its range as written, else [0, its size classes' largest]
- * where it has classes, else everything. Requests outside go to the layer below. */
+/* The sizes a layer is asked to serve: its range as written, else its header's default range within
+ * its size classes (check.c). Requests outside go to the layer below; a layer may pass on more than
+ * that (a buddy's blocks above its chunk, slab_wf's classes too large for a slab). */
 static void served(const struct smc_elem *e, unsigned long long *lo, unsigned long long *hi)
 {
-    *lo = 0;
-    *hi = SIZE_MAX;
-    if (e->has_range) {
-        *lo = e->lo;
-        *hi = e->hi;
-        return;
-    }
-    for (unsigned m = 0; m < e->nset; m++)
-        if (e->set[m].policy && !strcmp(e->set[m].key->family, "sizeclass") && e->set[m].policy->max_size)
-            *hi = e->set[m].policy->max_size;
+    *lo = e->lo;
+    *hi = e->hi;
 }
 
 void smc_explain(FILE *f, const struct smc_comp *c, const unsigned long long *sizes, unsigned nsizes)
@@ -87,16 +95,10 @@ void smc_explain(FILE *f, const struct smc_comp *c, const unsigned long long *si
             human_size(b1, sizeof b1, lo);
             human_size(b2, sizeof b2, hi);
             fprintf(f, "   sizes: [%s, %s]%s\n", b1, b2,
-                    e->has_range ? " (size_handle)" : hi != SIZE_MAX ? " (its size classes)" : " (all it is asked)");
+                    e->has_range ? " (size_handle)" : hi != SIZE_MAX ? " (its default range)" : " (all it is asked)");
         }
-        fprintf(f, "   capabilities: offers %s", L->forwards ? "its next layer's" : caps_text(L->offers, b1, sizeof b1));
-        if (L->forwards && L->offers != SMC_CAP_ALL) fprintf(f, " among %s", caps_text(L->offers, b1, sizeof b1));
-        if (L->nneeds) {
-            fprintf(f, "; needs");
-            for (unsigned k = 0; k < L->nneeds; k++)
-                fprintf(f, "%s %s%s%s", k ? "," : "", smc_cap_name(L->needs[k].cap), *L->needs[k].when ? " when " : "",
-                        L->needs[k].when);
-        }
+        fprintf(f, "   capabilities: ");
+        caps_sentence(f, L);
         fprintf(f, "\n");
         if (L->flags & (SMC_F_SECURE | SMC_F_CACHE | SMC_F_MT))
             fprintf(f, "   properties:%s%s%s\n", L->flags & SMC_F_SECURE ? " secure (checks every request it sees)" : "",
@@ -195,15 +197,14 @@ void smc_print_catalogue(FILE *f, int markdown)
             fprintf(f, "#### `%s`", L->name);
             if (*L->aliases) fprintf(f, " (also `%s`)", L->aliases);
             fprintf(f, "\n\n`<%s>`. ", L->header);
-            cell(f, L->summary);
-            fprintf(f, "\n\nCapabilities: offers %s", L->forwards ? "its next layer's" : caps_text(L->offers, b, sizeof b));
-            if (L->forwards && L->offers != SMC_CAP_ALL) fprintf(f, " among %s", caps_text(L->offers, b, sizeof b));
-            if (L->nneeds) {
-                fprintf(f, "; needs");
-                for (unsigned k = 0; k < L->nneeds; k++)
-                    fprintf(f, "%s %s%s%s", k ? "," : "", smc_cap_name(L->needs[k].cap), *L->needs[k].when ? " when " : "",
-                            L->needs[k].when);
+            if (L->summary[0] >= 'a' && L->summary[0] <= 'z') {
+                fputc(L->summary[0] - 'a' + 'A', f);
+                cell(f, L->summary + 1);
+            } else {
+                cell(f, L->summary);
             }
+            fprintf(f, "\n\nCapabilities: ");
+            caps_sentence(f, L);
             fprintf(f, ".");
             if (L->flags & SMC_F_SECURE) fprintf(f, " Secure: must see every request (above every cache).");
             if (L->flags & SMC_F_CACHE) fprintf(f, " A cache: fewer requests reach the layers below it.");
@@ -226,7 +227,10 @@ void smc_print_catalogue(FILE *f, int markdown)
                     fputs("—", f);
                 }
                 fputs(" | ", f);
-                cell(f, *key->meaning ? key->meaning : key->type == SMC_T_RANGE ? "the sizes it serves, inclusive; others go to the next layer" : "");
+                if (key->type == SMC_T_POLICY && !*key->meaning)
+                    fprintf(f, "the %s policy slot", key->family);
+                else
+                    cell(f, *key->meaning ? key->meaning : key->type == SMC_T_RANGE ? "the sizes it serves, inclusive; others go to the next layer" : "");
                 fprintf(f, " (`%s`) |\n", key->macro);
             }
             fprintf(f, "\n");

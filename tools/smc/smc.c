@@ -80,8 +80,8 @@ static const char *help_build =
     "malloc (LD_PRELOAD=OUT). OUT ending in .a, or --prefix: a static library whose functions are\n"
     "PREFIX + malloc, free, ... (custom_socket; PREFIX default NAME_). A line without a socket (such\n"
     "as malloc_heap::wacet_stat) builds as a library to link into a program, with the prefix.\n"
-    "  -I DIR     the directory holding sunmao/ headers (default: found beside smc, as\n"
-    "             installed, or $SUNMAO_INCLUDE)\n"
+    "  -I DIR     the directory holding sunmao/ headers (default: $SUNMAO_INCLUDE, else beside\n"
+    "             smc as installed, else the include directory smc was built for)\n"
     "  --cc CC    the C compiler (default $CC, else cc)\n"
     "  --keep F   keep the emitted C file as F\n"
     "  --name N   the C prefix of the layers (default: from OUT, libX.so -> X)\n";

@@ -23,7 +23,7 @@
 
 #define SM_LAYER hslab_os
 #define SM_ERR   warn
-#define SM_OPT_THREAD_HEAP_SIZE ((size_t)2 << 20)
+#define SM_OPT_THREAD_HEAP_SIZE (2ul << 20)
 #define SM_OPT_FAA_GROWTH 1
 #include <sunmao/os/mmap_heap.h>
 
@@ -35,7 +35,7 @@
 #define SM_SYNC  mutex
 #define SM_ERR   warn
 #define SM_OPT_GROW 1
-#define SM_OPT_MAX_BYTES ((size_t)128 << 20)
+#define SM_OPT_MAX_BYTES (128ul << 20)
 #define SM_OPT_DECAY_MS 250
 #include <sunmao/layers/addon/decay_cache.h>
 
@@ -45,8 +45,8 @@
 #define SM_SYNC  flatcombine
 #define SM_SIZECLASS tc
 #define SM_ERR   warn
-#define SM_SIZE_MIN ((size_t)32 << 10)
-#define SM_OPT_CHUNK_SIZE ((size_t)4 << 20)
+#define SM_SIZE_MIN (32ul << 10)
+#define SM_OPT_CHUNK_SIZE (4ul << 20)
 #include <sunmao/layers/core/buddy_glk.h>
 
 #define SM_LAYER         hslab_slab
@@ -54,8 +54,8 @@
 #define SM_SYNC          spinlock
 #define SM_SIZECLASS     tc
 #define SM_ERR           warn
-#define SM_SIZE_MAX      ((size_t)32 << 10)
-#define SM_OPT_SLAB_SIZE ((size_t)64 << 10)
+#define SM_SIZE_MAX      (32ul << 10)
+#define SM_OPT_SLAB_SIZE (64ul << 10)
 #include <sunmao/layers/core/slab_lk.h>
 
 #define SM_LAYER     hslab_cache
@@ -63,8 +63,8 @@
 #define SM_SYNC      spinlock /* the paper's bare `sync`: the 32 MiB all caches share (pool.h) */
 #define SM_SIZECLASS tc
 #define SM_ERR       warn
-#define SM_SIZE_MAX  ((size_t)32 << 10)
-#define SM_OPT_CACHE_BYTES ((size_t)2 << 20)
+#define SM_SIZE_MAX  (32ul << 10)
+#define SM_OPT_CACHE_BYTES (2ul << 20)
 #define SM_OPT_CORE_AWARE 1
 #include <sunmao/layers/addon/thread_cache.h>
 

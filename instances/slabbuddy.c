@@ -18,7 +18,7 @@
 #define SM_NEXT           sb_os
 #define SM_SYNC           mutex
 #define SM_ERR            warn
-#define SM_OPT_CHUNK_SIZE ((size_t)4 << 20)
+#define SM_OPT_CHUNK_SIZE (4ul << 20)
 #include <sunmao/layers/core/buddy_glk.h>
 
 #define SM_LAYER     sb_slab
@@ -26,7 +26,7 @@
 #define SM_SYNC      spinlock
 #define SM_SIZECLASS tc
 #define SM_ERR       warn
-#define SM_SIZE_MAX  ((size_t)32 << 10)
+#define SM_SIZE_MAX  (32ul << 10)
 #include <sunmao/layers/core/slab_lk.h>
 
 #define SM_NEXT sb_slab

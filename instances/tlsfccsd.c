@@ -29,7 +29,7 @@
 #define SM_CHKSUM magic
 #define SM_ERR    fatal
 #define SM_OPT_NODE_XOR 1
-#define SM_OPT_DELAYED_SIZE ((size_t)64 << 10)
+#define SM_OPT_DELAYED_SIZE (64ul << 10)
 #include <sunmao/layers/addon/delayed_free.h> /* the paper's `delayed` */
 
 #define SM_NEXT tlsfccsd_delayed

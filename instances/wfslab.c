@@ -18,8 +18,8 @@
 
 #define SM_LAYER wfslab_os
 #define SM_ERR   warn
-#define SM_OPT_THREAD_HEAP_SIZE ((size_t)256 << 20)
-#define SM_OPT_THREAD_HEAP_MAX_BLOCK ((size_t)64 << 20)
+#define SM_OPT_THREAD_HEAP_SIZE (256ul << 20)
+#define SM_OPT_THREAD_HEAP_MAX_BLOCK (64ul << 20)
 #define SM_OPT_FAA_GROWTH 1
 #define SM_OPT_FAA_ARENA_REGIONS 4 /* 1 GiB arenas: see docs/instances.md */
 #define SM_OPT_HUGE_PAGES 0       /* paper: 1; see docs/instances.md */
@@ -35,8 +35,8 @@
 #define SM_NEXT      wfslab_large
 #define SM_SIZECLASS prime
 #define SM_ERR       warn
-#define SM_SIZE_MAX  ((size_t)64 << 10)
-#define SM_OPT_SLAB_SIZE ((size_t)64 << 10)
+#define SM_SIZE_MAX  (64ul << 10)
+#define SM_OPT_SLAB_SIZE (64ul << 10)
 #define SM_OPT_TLLABS 40
 #include <sunmao/layers/core/slab_wf.h>
 

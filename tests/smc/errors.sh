@@ -53,6 +53,7 @@ secure_below_cache||mmap_heap::slab_lk(sync=spinlock, sizeclass=tc)::tail_chksum
 cache_sizeclass_mismatch||mmap_heap::slab_lk(sync=spinlock, sizeclass=tc)::thread_cache(sizeclass=log2b)::malloc_socket|1|1:73: error: thread_cache's sizeclass log2b differs from that of the layer below it, slab_lk (tc): a cache keeps the classes of the layer it caches
 duplicate_key||mmap_heap::tlsf_glk(sync=mutex, sync=spinlock)::malloc_socket|1|1:33: error: tlsf_glk's key 'sync' is given twice (first at column 21)
 range_above_classes||mmap_heap::slab_lk(sync=spinlock, sizeclass=tc, size_handle=[0, 1MB])::malloc_socket|1|1:61: error: slab_lk's size_handle reaches 1048576, above the largest class of its sizeclass tc (262144)
+needs_c_code||mmap_heap::tlsf_glk(sync=mutex)::cond_bypass::malloc_socket|1|1:34: error: cond_bypass needs C code a line cannot give (see <sunmao/layers/addon/cond_bypass.h>): write it into the C file that smc emit makes of the rest
 no_range_here||mmap_heap(size_handle=[0, 64KB])::malloc_socket|1|1:11: error: mmap_heap takes no size_handle: it serves every size it is asked for
 unterminated_range||mmap_heap::tlsf_glk(sync=mutex, size_handle=[0, 64KB)::malloc_socket|1|1:45: error: unterminated range: '[' has no ']'
 unterminated_args||mmap_heap::tlsf_glk(sync=mutex, size_handle=[0, 64KB]::malloc_socket|1|1:20: error: unterminated argument list: '(' has no ')'

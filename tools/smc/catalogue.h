@@ -10,7 +10,7 @@
  *   slot S=P          an optional slot and its default policy
  *   key K T [paper=A,B] [macro=M]   an option of type T (int|size|bool), macro SM_OPT_<K upper>
  *   range             the layer takes size_handle=[lo, hi] (SM_SIZE_MIN, SM_SIZE_MAX)
- *   flag F            secure | cache | mt | sizeclass-max=N (a policy's largest class)
+ *   flag F            secure | cache | mt | c-only | sizeclass-max=N (a policy's largest class)
  */
 #ifndef SMC_CATALOGUE_H
 #define SMC_CATALOGUE_H
@@ -24,6 +24,7 @@ enum smc_type { SMC_T_INT, SMC_T_SIZE, SMC_T_BOOL, SMC_T_POLICY, SMC_T_RANGE };
 #define SMC_F_SECURE 1u /* checks every request: must sit where it sees them all (above any cache) */
 #define SMC_F_CACHE  2u /* serves requests from per-thread or per-CPU state: fewer reach below it */
 #define SMC_F_MT     4u /* a socket whose callers may be many threads at once */
+#define SMC_F_C_ONLY 8u /* needs C a line cannot give (a predicate, another layer's name) */
 
 /* Capabilities, as in include/sunmao/core/capability.h. */
 #define SMC_CAP_HIT     1u

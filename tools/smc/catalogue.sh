@@ -289,9 +289,9 @@ function parse_model(h,   w, nw, i, t, v, k, typ) {
         if (t == "range") { ni[h]++; item[h, ni[h]] = "range"; continue }
         if (t == "flag") {
             v = w[++i]
-            if (v == "secure" || v == "cache" || v == "mt") mflags[h] = mflags[h] " " v
+            if (v == "secure" || v == "cache" || v == "mt" || v == "c-only") mflags[h] = mflags[h] " " v
             else if (v ~ /^sizeclass-max=[0-9]+$/) sizemax[h] = substr(v, 15)
-            else problem(h, "unknown flag '" v "' in @model (secure|cache|mt|sizeclass-max=N)")
+            else problem(h, "unknown flag '" v "' in @model (secure|cache|mt|c-only|sizeclass-max=N)")
             continue
         }
         if (t == "slot") {
@@ -449,6 +449,7 @@ function layer_flags(h,   r) {
     if (mflags[h] ~ /secure/) r = r " | SMC_F_SECURE"
     if (mflags[h] ~ /cache/) r = r " | SMC_F_CACHE"
     if (mflags[h] ~ /mt/) r = r " | SMC_F_MT"
+    if (mflags[h] ~ /c-only/) r = r " | SMC_F_C_ONLY"
     return r == "" ? "0" : substr(r, 4)
 }
 BEGIN {

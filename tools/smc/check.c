@@ -548,6 +548,11 @@ int smc_check(const struct smc_line *l, int mode, const char *name, struct smc_c
         if (!c->e[i].layer) unknown = 1;
     }
 
+    for (unsigned i = 0; i < c->n; i++)
+        if (c->e[i].layer && (c->e[i].layer->flags & SMC_F_C_ONLY))
+            smc_error(l, c->e[i].term->pos, "%s needs C code a line cannot give (see <%s>): write it into the C file "
+                      "that smc emit makes of the rest", c->e[i].layer->name, c->e[i].layer->header);
+
     /* Order: one OS layer, first; the socket last. */
     const struct smc_elem *os = NULL;
     for (unsigned i = 0; i < c->n; i++) {

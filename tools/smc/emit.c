@@ -8,20 +8,24 @@
 #include <string.h>
 #include "model.h"
 
+/* A size as a C constant of size_t's width that #if can read too (aligned's granule is tested with
+ * #if): (64ul << 10). LP64, the targets sunmao builds for: unsigned long is size_t. */
 void smc_format_size(char *buf, size_t n, unsigned long long v, int as_size)
 {
     if (v == SIZE_MAX)
         snprintf(buf, n, "SIZE_MAX");
-    else if (!as_size || v == 0)
+    else if (!as_size)
         snprintf(buf, n, "%llu", v);
+    else if (v == 0)
+        snprintf(buf, n, "0");
     else if (!(v & ((1ull << 30) - 1)))
-        snprintf(buf, n, "((size_t)%llu << 30)", v >> 30);
+        snprintf(buf, n, "(%lluul << 30)", v >> 30);
     else if (!(v & ((1ull << 20) - 1)))
-        snprintf(buf, n, "((size_t)%llu << 20)", v >> 20);
+        snprintf(buf, n, "(%lluul << 20)", v >> 20);
     else if (!(v & ((1ull << 10) - 1)))
-        snprintf(buf, n, "((size_t)%llu << 10)", v >> 10);
+        snprintf(buf, n, "(%lluul << 10)", v >> 10);
     else
-        snprintf(buf, n, "((size_t)%llu)", v);
+        snprintf(buf, n, "%lluul", v);
 }
 
 /* The line as written, each of its source lines behind " *   ", with the comment's end defused. */
@@ -64,7 +68,7 @@ void smc_emit(FILE *f, const struct smc_comp *c, const char *name)
      * exactly what the same composition written by hand compiles to (tests/smc/instances.sh). */
     const struct smc_policy *seen[SMC_MAX_TERMS * SMC_MAX_ARGS];
     unsigned nseen = 0;
-    int need_warn = !c->socket;
+    int need_warn = !c->socket || !strcmp(c->socket->layer->name, "custom_param");
     for (unsigned i = 0; i < c->n; i++)
         for (unsigned m = 0; m < c->e[i].nset; m++) {
             const struct smc_policy *p = c->e[i].set[m].policy;
@@ -119,6 +123,13 @@ void smc_emit(FILE *f, const struct smc_comp *c, const char *name)
                 smc_format_size(v, sizeof v, s->num, s->key->type == SMC_T_SIZE);
                 fprintf(f, "#define %s %s\n", s->key->macro, v);
             }
+        }
+        /* custom_param extends custom_socket, which comes first in the same file. */
+        if (L->kind == SMC_SOCKET && !strcmp(L->name, "custom_param")) {
+            int has_err = 0;
+            for (unsigned m = 0; m < e->nset; m++) has_err |= !strcmp(e->set[m].key->macro, "SM_ERR");
+            if (!has_err) fprintf(f, "#define SM_ERR warn\n");
+            fprintf(f, "#include <sunmao/sockets/custom_socket.h>\n");
         }
         /* The socket is chosen like a hand-written instance's: select.h gives malloc_socket, or
          * custom_socket when the build defines SM_PREFIX (smc build --prefix). */

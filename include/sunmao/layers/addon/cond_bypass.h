@@ -28,7 +28,7 @@
  * Capabilities: needs none; offers none (a socket's hit paths would skip the predicate).
  * Properties: thread_safe and zeroed when both paths are, min_align the smaller of the two.
  * No state, no locks.
- * @model: name=cond_bypass kind=addon opaque predicate
+ * @model: name=cond_bypass kind=addon opaque predicate flag c-only
  * @check: SM_LAYER=b SM_NEXT=fake_next <sunmao/layers/addon/passthrough.h> SM_LAYER=t SM_NEXT=b SM_BYPASS_TO=fake_next SM_OPT_PREDICATE(c)=((c)->size>=1024)
  * @check-next: fake */
 #include "../../core/layer.h"

@@ -49,6 +49,9 @@ PEERS = [  # name, soname, Debian package
     ("jemalloc", "libjemalloc.so.2", "libjemalloc2"),
     ("tcmalloc", "libtcmalloc_minimal.so.4", "libtcmalloc-minimal4"),
     ("mimalloc", "libmimalloc.so.2", "libmimalloc2.0"),
+    # oneTBB's scalable allocator: the proxy library replaces malloc & co. when preloaded; libtbbmalloc2
+    # ships only the versioned name (the unversioned link is in libtbb-dev).
+    ("tbbmalloc", "libtbbmalloc_proxy.so.2", "libtbbmalloc2"),
 ]
 
 # Failures that are a bug of the peer as Debian 12 ships it, not of the harness or the workload:
@@ -213,6 +216,19 @@ def workloads():
         W("pygrow", "real", {"script": "pygrow.py", "scale": 6, "budget_mib": 48},
           {"script": "pygrow.py", "scale": 3, "budget_mib": 24}, kind="python",
           desc="python3 growing lists, dicts, bytes, str to 8 KiB..2 MiB (PYTHONMALLOC=malloc), output checked"),
+        # Debian programs, as mimalloc-bench's "big" benchmarks; each one's output is compared with its run
+        # without LD_PRELOAD (bench/README.md).
+        W("lua", "real", {"scale": 6}, {"scale": 3}, kind="lua",
+          desc="lua5.4 allocation-heavy script (tables, strings, closures), checksums checked"),
+        W("z3", "real", {"bits": 16, "n": 6}, {"bits": 16, "n": 3}, kind="z3",
+          desc="z3 on generated QF_BV problems (factor semiprimes / primes), sat/unsat and models checked"),
+        W("ghostscript", "real", {"pages": 48, "shapes": 500, "dpi": 100}, {"pages": 24, "shapes": 400, "dpi": 100},
+          kind="ghostscript", desc="gs renders a generated vector/text PostScript document to ppmraw, image checked"),
+        W("rocksdb", "real", {"num": 300000}, {"num": 200000}, kind="rocksdb",
+          desc="RocksDB db_bench fillrandom+readrandom in a temp dir, op and found counts checked"),
+        W("memcached", "real", {"threads": 4, "ops": 40000, "max_value": 65536, "keys": 3000},
+          {"threads": 4, "ops": 20000, "max_value": 65536, "keys": 3000}, kind="memcached",
+          desc="memcached (preloaded) driven by memcl: set/get/delete of random-size values, every get checked"),
         W("wcet", "latency", ["wcet", "1800", "3000", T], ["wcet", "150", "3000", T],
           desc="tail latency: pinned threads, asymmetric batches, shuffled remote frees"),
         # The paper's wcet_test: 10^7 operations per thread, 8 runs per allocator (mean and spread).
@@ -336,23 +352,150 @@ class Runner:
         return r
 
     # -- output-checked real programs: reference = same program without LD_PRELOAD
-    def _reference(self, key, argv, env_extra=None, stdin_path=None):
+    # digest(m) -> the text compared with the reference run's (default: the whole stdout); prepare() runs
+    # before every run (reference included), e.g. to clear a database directory.
+    def _reference(self, key, argv, env_extra=None, stdin_path=None, digest=None, prepare=None):
         if key not in self.refs:
+            if prepare:
+                prepare()
             m = measure(argv, "", self.timeout * 2, env_extra, stdin_path)
             if m["rc"] != 0:
                 die("reference run of %s failed without LD_PRELOAD: %s" % (key, why_failed(m)))
-            self.refs[key] = hashlib.sha256(m["out"].encode()).hexdigest()
+            self.refs[key] = hashlib.sha256((digest(m) if digest else m["out"]).encode()).hexdigest()
         return self.refs[key]
 
-    def _checked(self, key, argv, alloc, env_extra=None, stdin_path=None):
-        ref = self._reference(key, argv, env_extra, stdin_path)
+    def _checked(self, key, argv, alloc, env_extra=None, stdin_path=None, digest=None, prepare=None):
+        ref = self._reference(key, argv, env_extra, stdin_path, digest, prepare)
+        if prepare:
+            prepare()
         m = measure(argv, alloc["preload"], self.timeout, dict(env_extra or {}, **self.alloc_env), stdin_path)
 
         def check(mm):
-            if hashlib.sha256(mm["out"].encode()).hexdigest() != ref:
+            if hashlib.sha256((digest(mm) if digest else mm["out"]).encode()).hexdigest() != ref:
                 return "output differs from the reference run"
             return ""
         return self._finish(m, check)
+
+    def _input(self, name, make):
+        """A generated input file in the run's temp dir, written once."""
+        path = os.path.join(self.tmp, name)
+        if not os.path.exists(path):
+            with open(path, "w") as f:
+                f.write(make())
+        return path
+
+    def run_lua(self, params, alloc):
+        lua = shutil.which("lua5.4") or "lua5.4"
+        argv = [lua, os.path.join(ROOT, "bench", "workloads", "luaalloc.lua"), str(params["scale"])]
+        return self._checked("lua-%d" % params["scale"], argv, alloc)
+
+    def run_z3(self, params, alloc):
+        bits, n = params["bits"], params["n"]
+        path = self._input("z3-%d-%d.smt2" % (bits, n), lambda: z3_problem(bits, n))
+        return self._checked("z3-%d-%d" % (bits, n), [shutil.which("z3") or "z3", "-smt2", path], alloc)
+
+    def run_ghostscript(self, params, alloc):
+        pages, shapes, dpi = params["pages"], params["shapes"], params["dpi"]
+        path = self._input("gs-%d-%d.ps" % (pages, shapes), lambda: ps_document(pages, shapes))
+        outf = os.path.join(self.tmp, "gs-out.ppm")
+        argv = [shutil.which("gs") or "gs", "-dSAFER", "-dNOPAUSE", "-dBATCH", "-dQUIET", "-sDEVICE=ppmraw",
+                "-r%d" % dpi, "-sOutputFile=" + outf, path]
+
+        def digest(m):  # gs's stdout and the image's hash; the image is removed (it is large)
+            h = hashlib.sha256()
+            try:
+                with open(outf, "rb") as f:
+                    for blk in iter(lambda: f.read(1 << 20), b""):
+                        h.update(blk)
+                os.unlink(outf)
+            except OSError:
+                return m["out"] + "\nno output image"
+            return m["out"] + "\nimage sha256 " + h.hexdigest()
+        return self._checked("gs-%d-%d-%d" % (pages, shapes, dpi), argv, alloc, digest=digest)
+
+    def run_rocksdb(self, params, alloc):
+        num = params["num"]
+        db = os.path.join(self.tmp, "rocksdb")
+        argv = [shutil.which("db_bench") or "db_bench", "--benchmarks=fillrandom,readrandom", "--num=%d" % num,
+                "--db=" + db, "--wal_dir=" + db, "--seed=42", "--threads=1", "--value_size=100",
+                "--compression_type=none", "--progress_reports=false", "--stats_interval=0"]
+
+        def digest(m):  # the benchmarks' operation counts and readrandom's found count (times vary)
+            shutil.rmtree(db, ignore_errors=True)
+            got = re.findall(r"^(fillrandom|readrandom)\s*:.*?\s(\d+) operations;.*?(\(\d+ of \d+ found\))?\s*$",
+                             m["out"], re.M)
+            return "; ".join("%s %s %s" % g for g in got) if len(got) == 2 else "unexpected output:\n" + m["out"]
+
+        def prepare():
+            shutil.rmtree(db, ignore_errors=True)
+        res = self._checked("rocksdb-%d" % num, argv, alloc, digest=digest, prepare=prepare)
+        shutil.rmtree(db, ignore_errors=True)
+        return res
+
+    def run_memcached(self, params, alloc):
+        s = socket.socket()
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+        s.close()
+        env = dict(CLEAN_ENV)
+        env.update(self.alloc_env)
+        if alloc["preload"]:
+            env["LD_PRELOAD"] = alloc["preload"]
+        srv_log = os.path.join(self.tmp, "memcached-%d.log" % port)
+        argv = ["memcached", "-l", "127.0.0.1", "-p", str(port), "-U", "0", "-m", "1024", "-t", "2", "-c", "64"]
+        if os.geteuid() == 0:  # memcached refuses to run as root without -u
+            argv += ["-u", "root"]
+        with open(srv_log, "wb") as lf:
+            srv = subprocess.Popen(argv, stdout=lf, stderr=lf, env=env)
+
+        def fail(why):
+            if srv.poll() is None:
+                srv.kill()
+            srv.wait()
+            return {"ok": False, "time": 0.0, "rss_kib": 0, "metrics": {}, "reason": why}
+        try:
+            deadline = time.monotonic() + 10
+            while True:
+                if srv.poll() is not None:
+                    return fail("memcached exited with %d at start" % srv.returncode)
+                try:
+                    with socket.create_connection(("127.0.0.1", port), timeout=2) as c:
+                        c.sendall(b"version\r\n")
+                        if c.recv(64).startswith(b"VERSION "):
+                            break
+                except OSError:
+                    pass
+                if time.monotonic() > deadline:
+                    return fail("memcached did not answer 'version'")
+                time.sleep(0.05)
+            total = params["threads"] * params["ops"]
+            cl = [os.path.join(BIN, "memcl"), str(port), str(params["threads"]), str(params["ops"]),
+                  str(params["max_value"]), str(params["keys"])]
+            m = measure(cl, "", self.timeout)
+            if m["rc"] != 0:
+                return fail("memcl: " + why_failed(m))
+            if not m["out"].startswith("ok %d " % total):
+                return fail("memcl did not report %d operations" % total)
+            hwm = 0
+            try:
+                with open("/proc/%d/status" % srv.pid) as f:
+                    for line in f:
+                        if line.startswith("VmHWM:"):
+                            hwm = int(line.split()[1])
+            except OSError:
+                return fail("memcached vanished")
+            srv.terminate()
+            try:
+                rc = srv.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                return fail("memcached did not shut down")
+            if rc != 0:
+                return fail("memcached exited with %d" % rc)
+            return {"ok": True, "time": m["time"], "rss_kib": hwm, "metrics": parse_metrics(m["out"]), "reason": ""}
+        finally:
+            if srv.poll() is None:
+                srv.kill()
+                srv.wait()
 
     def run_sqlite(self, params, alloc):
         rows = params["rows"]
@@ -443,6 +586,96 @@ class Runner:
                 srv.wait()
 
 
+def lcg(seed):
+    """A deterministic random source for the generated inputs: r(n) -> 0..n-1."""
+    s = [seed]
+
+    def r(n):
+        s[0] = (s[0] * 6364136223846793005 + 1442695040888963407) % 2 ** 64
+        return (s[0] >> 33) % n
+    return r
+
+
+def z3_problem(bits, n):
+    """SMT-LIB2 for z3: n problems, each in its own push/pop: factor N = p*q (p, q primes of `bits` bits)
+    as x*y over 2*bits-bit vectors with 1 < x <= y < 2^bits (sat, a unique model: (get-value (x y)));
+    every third N is a prime (unsat). Bit-blasted multiplication: about 1 s per problem with bits=16."""
+    def isprime(x):
+        if x < 3 or x % 2 == 0:
+            return x == 2
+        i = 3
+        while i * i <= x:
+            if x % i == 0:
+                return False
+            i += 2
+        return True
+    r = lcg(7)
+
+    def prime():
+        while True:
+            c = r(2 ** bits) | (1 << (bits - 1)) | 1
+            if isprime(c):
+                return c
+    w = 2 * bits
+    out = ["(set-option :produce-models true)", "(set-logic QF_BV)"]
+    for k in range(n):
+        unsat = k % 3 == 2
+        if unsat:
+            N = 4
+            while not isprime(N):
+                N = (prime() << bits) + prime()
+        else:
+            N = prime() * prime()
+        out += ["(push 1)", "(declare-fun x () (_ BitVec %d))" % w, "(declare-fun y () (_ BitVec %d))" % w,
+                "(assert (= (bvmul x y) (_ bv%d %d)))" % (N, w),
+                "(assert (bvult x (_ bv%d %d)))" % (2 ** bits, w), "(assert (bvult y (_ bv%d %d)))" % (2 ** bits, w),
+                "(assert (bvugt x (_ bv1 %d)))" % w, "(assert (bvule x y))", "(check-sat)"]
+        out += [] if unsat else ["(get-value (x y))"]
+        out.append("(pop 1)")
+    return "\n".join(out) + "\n"
+
+
+def ps_document(pages, shapes):
+    """A PostScript document of `pages` A4 pages, each with `shapes` random (fixed seed) elements: filled
+    Bezier paths (nonzero / even-odd), dashed polylines, arcs, rotated text in four standard fonts, stars,
+    clipped bands of thin rectangles."""
+    r = lcg(12345)
+    out = ["%!PS-Adobe-3.0", "%%%%Pages: %d" % pages, "%%EndComments",
+           "/F { findfont exch scalefont setfont } bind def",
+           "/star { gsave translate rotate dup scale newpath 0 1 moveto 4 { 144 rotate 0 1 lineto } repeat "
+           "closepath fill grestore } bind def"]
+    fonts = ["Times-Roman", "Helvetica-Bold", "Courier", "Times-Italic"]
+    for pg in range(1, pages + 1):
+        out.append("%%%%Page: %d %d" % (pg, pg))
+        for _ in range(shapes):
+            k = r(6)
+            out.append("%.3f %.3f %.3f setrgbcolor" % (r(1000) / 1000, r(1000) / 1000, r(1000) / 1000))
+            x, y = r(595), r(842)
+            if k == 0:
+                pts = " ".join("%d %d %d %d %d %d curveto" % tuple(r(595) if j % 2 == 0 else r(842) for j in range(6))
+                               for _ in range(3))
+                out.append("newpath %d %d moveto %s closepath %s" % (x, y, pts, "fill" if r(2) else "eofill"))
+            elif k == 1:
+                pts = " ".join("%d %d lineto" % (r(595), r(842)) for _ in range(2 + r(8)))
+                out.append("%.1f setlinewidth [%d %d] 0 setdash newpath %d %d moveto %s stroke [] 0 setdash"
+                           % (0.5 + r(40) / 10, 1 + r(9), 1 + r(9), x, y, pts))
+            elif k == 2:
+                out.append("newpath %d %d %d 0 360 arc %s" % (x, y, 5 + r(80), "fill" if r(2) else "stroke"))
+            elif k == 3:
+                words = " ".join("".join(chr(97 + r(26)) for _ in range(2 + r(8))) for _ in range(2 + r(6)))
+                out.append("gsave %d /%s F %d %d moveto %d rotate (%s) show grestore"
+                           % (6 + r(30), fonts[r(4)], x, y, r(360), words))
+            elif k == 4:
+                out.append("%d %d %d %d star" % (5 + r(40), r(72), x, y))
+            else:
+                w, h = 20 + r(150), 20 + r(150)
+                out.append("gsave newpath %d %d %d %d rectclip 0 1 %d { dup %d div dup 1 exch sub 0.5 setrgbcolor "
+                           "%d exch %d add %d 1 rectfill } for grestore" % (x, y, w, h, h, h, x, y, w))
+        out.append("showpage")
+    out.append("%%EOF")
+    return "\n".join(out) + "\n"
+
+
 def sqlite_script(rows):
     """A deterministic SQL workload: bulk inserts, indexes, joins, group by, sorting,
     string building, a recursive CTE, updates and deletes; prints aggregates."""
@@ -525,8 +758,9 @@ def machine_info():
     except (OSError, ValueError, IndexError):
         pass
     pk = {}
-    for p in ["libc6", "libjemalloc2", "libtcmalloc-minimal4", "libmimalloc2.0", "redis-server", "redis-tools",
-              "sqlite3", "python3", "gnuplot-nox"]:
+    for p in ["libc6", "libjemalloc2", "libtcmalloc-minimal4", "libmimalloc2.0", "libtbbmalloc2", "redis-server",
+              "redis-tools", "sqlite3", "python3", "lua5.4", "z3", "ghostscript", "rocksdb-tools", "memcached",
+              "gnuplot-nox"]:
         pk[p] = sh(["dpkg-query", "-W", "-f=${Version}", p]) or "not installed"
     info = {"cpu": cpu or platform.processor(), "cores": NCPU, "memory": mem, "kernel": platform.release(),
             "os": sh(["sh", "-c", ". /etc/os-release 2>/dev/null; echo $PRETTY_NAME"]),
@@ -631,7 +865,8 @@ def main():
                                                                                   " ".join(sorted(groups))))
         ws = [w for w in ws if w["name"] in wantw or w["group"] in wantw
               or any(re.fullmatch(n.replace("*", ".*"), w["name"]) for n in wantw)]
-    need = {"redis": ["redis-server", "redis-benchmark", "redis-cli"], "sqlite": ["sqlite3"]}
+    need = {"redis": ["redis-server", "redis-benchmark", "redis-cli"], "sqlite": ["sqlite3"], "lua": ["lua5.4"],
+            "z3": ["z3"], "ghostscript": ["gs"], "rocksdb": ["db_bench"], "memcached": ["memcached"]}
     for w in list(ws):
         missing = [t for t in need.get(w["kind"], []) if not shutil.which(t)]
         if missing:
@@ -809,6 +1044,7 @@ def report(ws, allocs, baseline, rounds, timeout, data, wall):
     mrows = [("micro-st", "ns_per_pair", "micro-st ns/pair"), ("micro-mt", "ns_per_pair", "micro-mt ns/pair")]
     mrows += [(w["name"], "mops_per_s", "%s Mops/s" % w["name"]) for w in ws if w["group"] == "scaling"]
     mrows += [("redis", "rps_get", "redis GET req/s"), ("redis", "rps_set", "redis SET req/s")]
+    mrows += [("memcached", "ops_per_s", "memcached ops/s")]
     mrows += [("purge-%s" % ph, "%s_%s_pct" % (ph, when), "purge-%s %s %%" % (ph, label))
               for ph in ("small", "large") for when, label in (("idle", "idle"), ("trim", "trimmed"))]
     mrows = [m for m in mrows if any(w["name"] == m[0] for w in ws)]
@@ -914,7 +1150,8 @@ def report(ws, allocs, baseline, rounds, timeout, data, wall):
               "(round-robin, the starting allocator rotates between rounds). Wall time of the run: %s." %
               ("QUICK" if QUICK else "full", rounds, fmt_dur(wall)))
     md.append("- Elapsed time = wall clock of the measured process; peak RSS = `ru_maxrss` from `wait4()` "
-              "(redis: `VmHWM` of redis-server before shutdown; its time is redis-benchmark's elapsed time).")
+              "(redis, memcached: `VmHWM` of the server before shutdown; the time is the client's, redis-benchmark's or "
+              "memcl's, elapsed time).")
     md.append("- Cells: median [min–max] over rounds, and the ratio to **%s** (the baseline). Geometric means are over "
               "the workloads where both the allocator and the baseline succeeded (count shown). "
               "Any failed run (crash, wrong output, timeout after %d s) makes the cell FAIL." % (baseline, timeout))

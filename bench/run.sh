@@ -14,7 +14,7 @@ Options (each has an environment variable of the same meaning; options win):
   --smoke            SMOKE=1       one tiny workload per allocator, prints ok/not ok lines (tests)
   --bench LIST       BENCH=LIST    workloads or groups to run, comma/space separated; '*' globs
                                    (groups: micro stress scaling memory real latency; e.g. BENCH=larson,redis)
-  --allocs LIST      ALLOCS=LIST   allocators to run (glibc jemalloc tcmalloc mimalloc <instances>);
+  --allocs LIST      ALLOCS=LIST   allocators to run (glibc jemalloc tcmalloc mimalloc tbbmalloc <instances>);
                                    wcetstat+<alloc>: <alloc> with $BUILD/bench/libwcetstat.so in front,
                                    its in-program malloc/free percentiles in the report
   --baseline NAME    BASELINE=NAME allocator the ratios and geometric means are relative to (default glibc)

@@ -25,7 +25,7 @@ case "${1:-build}" in
     # cmake and pkg-config: tests/build/install.sh builds programs against `make install`'s files.
     build) pkgs="gcc g++ make clang python3 sqlite3 binutils cmake pkg-config git redis-server redis-tools libpython$(/usr/bin/python3 -c 'import sys; print("%d.%d" % sys.version_info[:2])' 2>/dev/null || echo 3.11)-testsuite libclang-rt-dev libfuzzer-CLANG-dev libjemalloc-dev google-perftools" ;;
     deb) pkgs="dpkg-dev debhelper fakeroot" ;;
-    bench) pkgs="libjemalloc2 libtcmalloc-minimal4 libmimalloc2.0 redis-server redis-tools sqlite3 python3 gnuplot-nox time" ;;
+    bench) pkgs="libjemalloc2 libtcmalloc-minimal4 libmimalloc2.0 libtbbmalloc2 redis-server redis-tools sqlite3 python3 gnuplot-nox time lua5.4 z3 ghostscript rocksdb-tools memcached" ;;
     *) echo "ensure-deps.sh: unknown target '$1' (expected build, bench or deb)" >&2; exit 2 ;;
 esac
 clang_major=$(clang --version 2>/dev/null | sed -n 's/.*clang version \([0-9][0-9]*\).*/\1/p' | head -1)

@@ -49,6 +49,7 @@ buddy_glk|MX_BUDDY|SM_OPT_CHUNK_SIZE=(256u << 10)|ut_max_order == 18
 buddy_glk|MX_BUDDY|SM_OPT_KEEP_SPARE=0|
 buddy_glk|MX_BUDDY|SM_OPT_DECAY_MS=5|
 buddy_glk|MX_BUDDY|SM_OPT_PURGE_MIN=(16u << 10)|
+buddy_glk|MX_BUDDY|SM_OPT_STABLE=1|SM_HAS_CAP(ut, SM_CAP_STABLE) && ut_stable_max == (1ul << ut_max_order)
 buddy_glk|MX_BUDDY|SM_SIZECLASS=tc|mx_usable_of(40u << 10) == (40u << 10)
 segfit_lk|MX_SEGFIT|SM_OPT_MIN_BLOCK=(16u << 10)|mx_usable_of(1) == (16u << 10) && ut_shift == 14
 segfit_lk|MX_SEGFIT|SM_OPT_CHUNK_SIZE=(256u << 10)|

@@ -167,20 +167,31 @@ def workloads():
           desc="malloc/free pairs, all threads"),
         W("larson", "stress", ["larson", T, "40", "1000", "250000", "8", "1024"],
           ["larson", T, "10", "1000", "200000", "8", "1024"], desc="server churn, regions handed to new threads"),
+        W("xchurn", "stress", ["xchurn", T, "4000000", "2000", "4096"], ["xchurn", T, "800000", "2000", "4096"],
+          desc="churn of 16..4096 B objects, every one freed by another (live) thread"),
         W("xmalloc", "stress", ["xmalloc", str(max(2, NCPU)), "75000", "64", "256"],
           ["xmalloc", str(max(2, NCPU)), "15000", "64", "256"], desc="producer/consumer, remote frees"),
         W("cache-thrash", "stress", ["cache", "thrash", T, "1500", "100000", "8"],
           ["cache", "thrash", T, "400", "100000", "8"], desc="active false sharing"),
         W("cache-scratch", "stress", ["cache", "scratch", T, "1500", "100000", "8"],
           ["cache", "scratch", T, "400", "100000", "8"], desc="passive false sharing"),
+        W("cache-scratch1", "stress", ["scratch1", "100", "50", "100000", "8"], ["scratch1", "40", "30", "100000", "8"],
+          desc="passive false sharing, one worker: main's object handed over while main writes its neighbours"),
         W("sh6bench", "stress", ["shbench", "6", T, "1000", "2000", "1", "1000"],
           ["shbench", "6", T, "200", "2000", "1", "1000"], desc="LIFO+FIFO mixes"),
         W("sh8bench", "stress", ["shbench", "8", T, "750", "2000", "1", "1000"],
           ["shbench", "8", T, "150", "2000", "1", "1000"], desc="LIFO+FIFO with cross-thread frees"),
         W("alloc-test", "stress", ["alloctest", T, "8000000", "4096", "65536"],
           ["alloctest", T, "2500000", "4096", "65536"], desc="Pareto sizes, random replacement"),
+        W("pareto-st", "stress", ["pareto", "1", "10000000", "4194304", "65536"],
+          ["pareto", "1", "2000000", "1048576", "65536"], desc="Pareto sizes (8 B..64 KiB) and lifetimes, 1 thread"),
+        W("pareto-mt", "stress", ["pareto", T, "8000000", "4194304", "65536"],
+          ["pareto", T, "1600000", "1048576", "65536"], desc="Pareto sizes and lifetimes, all threads"),
         W("mstress", "stress", ["mstress", T, "30", "20000", "100000"],
           ["mstress", T, "12", "20000", "50000"], desc="objects migrate and survive thread exit"),
+        W("orphan", "stress", ["orphan", str(max(1, NCPU)), "1", "2000", "2000", "2048"],
+          ["orphan", str(max(1, NCPU)), "1", "400", "2000", "2048"],
+          desc="producer threads allocate a batch and exit; a consumer frees it after they are gone"),
         W("glibc-simple", "stress", ["glibc", "simple", "7500", "1000"], ["glibc", "simple", "1500", "1000"],
           desc="bursts of same-size blocks, 1 thread"),
         W("glibc-thread", "stress", ["glibc", "thread", T, "15000000", "1000"], ["glibc", "thread", T, "3000000", "1000"],
@@ -189,8 +200,12 @@ def workloads():
           desc="aligned allocations, cross-thread"),
         W("realloc", "stress", ["realloc", "64", "40", "262144"], ["realloc", "64", "12", "131072"],
           desc="realloc growth with content checks"),
+        W("strgrow", "stress", ["strgrow", "300", "12000000", "2048", "8192", "16"],
+          ["strgrow", "300", "2500000", "2048", "8192", "16"], desc="300 strings grown by 1..16 B reallocs to 2..8 KiB"),
         W("large", "stress", ["large", T, "150", "4", "16"], ["large", T, "30", "4", "16"],
           desc="1..16 MiB blocks, every page touched"),
+        W("large-loop", "stress", ["large", "1", "300", "1", "32"], ["large", "1", "60", "1", "32"],
+          desc="one 1..32 MiB block at a time allocated, touched, freed, 1 thread"),
         W("release", "memory", ["release", "64", "400", "10", "2000"], ["release", "16", "100", "3", "1000"],
           geo=("rss",), desc="RSS after freeing small/medium/large phases, while idle (time: mostly fixed waits)"),
         # The issue's memory-return target: RSS under 15% of the peak after 90% of a 1 GiB working set
@@ -432,7 +447,10 @@ class Runner:
         shutil.rmtree(db, ignore_errors=True)
         return res
 
-    def run_memcached(self, params, alloc):
+    def _serve(self, name, argv, alloc, ready, load, stop):
+        """A server run: argv(port) started on a free loopback port with the allocator preloaded,
+        ready(port) polled until it answers, load(port) -> (measure result, metrics) or a failure
+        reason, the server's peak RSS read, stop(port, srv) asked of it and exit status 0 required."""
         s = socket.socket()
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
@@ -441,12 +459,8 @@ class Runner:
         env.update(self.alloc_env)
         if alloc["preload"]:
             env["LD_PRELOAD"] = alloc["preload"]
-        srv_log = os.path.join(self.tmp, "memcached-%d.log" % port)
-        argv = ["memcached", "-l", "127.0.0.1", "-p", str(port), "-U", "0", "-m", "1024", "-t", "2", "-c", "64"]
-        if os.geteuid() == 0:  # memcached refuses to run as root without -u
-            argv += ["-u", "root"]
-        with open(srv_log, "wb") as lf:
-            srv = subprocess.Popen(argv, stdout=lf, stderr=lf, env=env)
+        with open(os.path.join(self.tmp, "%s-%d.log" % (name, port)), "wb") as lf:
+            srv = subprocess.Popen(argv(port), stdout=lf, stderr=lf, env=env)
 
         def fail(why):
             if srv.poll() is None:
@@ -457,25 +471,16 @@ class Runner:
             deadline = time.monotonic() + 10
             while True:
                 if srv.poll() is not None:
-                    return fail("memcached exited with %d at start" % srv.returncode)
-                try:
-                    with socket.create_connection(("127.0.0.1", port), timeout=2) as c:
-                        c.sendall(b"version\r\n")
-                        if c.recv(64).startswith(b"VERSION "):
-                            break
-                except OSError:
-                    pass
+                    return fail("%s exited with %d at start" % (name, srv.returncode))
+                if ready(port):
+                    break
                 if time.monotonic() > deadline:
-                    return fail("memcached did not answer 'version'")
+                    return fail("%s did not answer" % name)
                 time.sleep(0.05)
-            total = params["threads"] * params["ops"]
-            cl = [os.path.join(BIN, "memcl"), str(port), str(params["threads"]), str(params["ops"]),
-                  str(params["max_value"]), str(params["keys"])]
-            m = measure(cl, "", self.timeout)
-            if m["rc"] != 0:
-                return fail("memcl: " + why_failed(m))
-            if not m["out"].startswith("ok %d " % total):
-                return fail("memcl did not report %d operations" % total)
+            got = load(port)
+            if isinstance(got, str):
+                return fail(got)
+            m, metrics = got
             hwm = 0
             try:
                 with open("/proc/%d/status" % srv.pid) as f:
@@ -483,19 +488,44 @@ class Runner:
                         if line.startswith("VmHWM:"):
                             hwm = int(line.split()[1])
             except OSError:
-                return fail("memcached vanished")
-            srv.terminate()
+                return fail("%s vanished" % name)
+            stop(port, srv)
             try:
                 rc = srv.wait(timeout=10)
             except subprocess.TimeoutExpired:
-                return fail("memcached did not shut down")
+                return fail("%s did not shut down" % name)
             if rc != 0:
-                return fail("memcached exited with %d" % rc)
-            return {"ok": True, "time": m["time"], "rss_kib": hwm, "metrics": parse_metrics(m["out"]), "reason": ""}
+                return fail("%s exited with %d" % (name, rc))
+            return {"ok": True, "time": m["time"], "rss_kib": hwm, "metrics": metrics, "reason": ""}
         finally:
             if srv.poll() is None:
                 srv.kill()
                 srv.wait()
+
+    def run_memcached(self, params, alloc):
+        def argv(port):
+            a = ["memcached", "-l", "127.0.0.1", "-p", str(port), "-U", "0", "-m", "1024", "-t", "2", "-c", "64"]
+            return a + (["-u", "root"] if os.geteuid() == 0 else [])  # it refuses root without -u
+
+        def ready(port):
+            try:
+                with socket.create_connection(("127.0.0.1", port), timeout=2) as c:
+                    c.sendall(b"version\r\n")
+                    return c.recv(64).startswith(b"VERSION ")
+            except OSError:
+                return False
+
+        def load(port):
+            total = params["threads"] * params["ops"]
+            cl = [os.path.join(BIN, "memcl"), str(port), str(params["threads"]), str(params["ops"]),
+                  str(params["max_value"]), str(params["keys"])]
+            m = measure(cl, "", self.timeout)
+            if m["rc"] != 0:
+                return "memcl: " + why_failed(m)
+            if not m["out"].startswith("ok %d " % total):
+                return "memcl did not report %d operations" % total
+            return m, parse_metrics(m["out"])
+        return self._serve("memcached", argv, alloc, ready, load, lambda port, srv: srv.terminate())
 
     def run_sqlite(self, params, alloc):
         rows = params["rows"]
@@ -516,74 +546,40 @@ class Runner:
 
     def run_redis(self, params, alloc):
         n = params["n"]
-        s = socket.socket()
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-        s.close()
-        env = dict(CLEAN_ENV)
-        env.update(self.alloc_env)
-        if alloc["preload"]:
-            env["LD_PRELOAD"] = alloc["preload"]
-        srv_log = os.path.join(self.tmp, "redis-%d.log" % port)
-        with open(srv_log, "wb") as lf:
-            srv = subprocess.Popen(["redis-server", "--port", str(port), "--bind", "127.0.0.1", "--save", "",
-                                    "--appendonly", "no", "--daemonize", "no", "--protected-mode", "no",
-                                    "--dir", self.tmp, "--logfile", ""], stdout=lf, stderr=lf, env=env)
-        cli = ["redis-cli", "-h", "127.0.0.1", "-p", str(port)]
 
-        def fail(why):
-            if srv.poll() is None:
-                srv.kill()
-            srv.wait()
-            return {"ok": False, "time": 0.0, "rss_kib": 0, "metrics": {}, "reason": why}
-        try:
-            deadline = time.monotonic() + 10
-            while True:
-                if srv.poll() is not None:
-                    return fail("redis-server exited with %d at start" % srv.returncode)
-                r = subprocess.run(cli + ["ping"], capture_output=True, text=True, env=CLEAN_ENV)
-                if r.stdout.strip() == "PONG":
-                    break
-                if time.monotonic() > deadline:
-                    return fail("redis-server did not answer PING")
-                time.sleep(0.05)
+        def cli(port):
+            return ["redis-cli", "-h", "127.0.0.1", "-p", str(port)]
+
+        def argv(port):
+            return ["redis-server", "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
+                    "--daemonize", "no", "--protected-mode", "no", "--dir", self.tmp, "--logfile", ""]
+
+        def ready(port):
+            r = subprocess.run(cli(port) + ["ping"], capture_output=True, text=True, env=CLEAN_ENV)
+            return r.stdout.strip() == "PONG"
+
+        def load(port):
             bench = ["redis-benchmark", "-h", "127.0.0.1", "-p", str(port), "-q", "-n", str(n), "-c", "50",
                      "-r", "100000", "-d", "128", "-t", "set,get,incr,lpush,lpop,sadd,hset,lrange_100"]
             m = measure(bench, "", self.timeout)
             if m["rc"] != 0:
-                return fail("redis-benchmark: " + why_failed(m))
+                return "redis-benchmark: " + why_failed(m)
             rps = re.findall(r"^\s*([A-Z_0-9 ()a-z]+?):\s*([0-9.]+) requests per second", m["out"].replace("\r", "\n"), re.M)
             if len(rps) < 8:
-                return fail("redis-benchmark printed %d results, expected 8" % len(rps))
+                return "redis-benchmark printed %d results, expected 8" % len(rps)
             val = "sunmao-%d-%s" % (port, alloc["name"])
-            r1 = subprocess.run(cli + ["set", "sm:check", val], capture_output=True, text=True, env=CLEAN_ENV)
-            r2 = subprocess.run(cli + ["get", "sm:check"], capture_output=True, text=True, env=CLEAN_ENV)
+            r1 = subprocess.run(cli(port) + ["set", "sm:check", val], capture_output=True, text=True, env=CLEAN_ENV)
+            r2 = subprocess.run(cli(port) + ["get", "sm:check"], capture_output=True, text=True, env=CLEAN_ENV)
             if r1.stdout.strip() != "OK" or r2.stdout.strip() != val:
-                return fail("key round-trip failed")
-            hwm = 0
-            try:
-                with open("/proc/%d/status" % srv.pid) as f:
-                    for line in f:
-                        if line.startswith("VmHWM:"):
-                            hwm = int(line.split()[1])
-            except OSError:
-                return fail("redis-server vanished")
-            subprocess.run(cli + ["shutdown", "nosave"], capture_output=True, env=CLEAN_ENV)
-            try:
-                rc = srv.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                return fail("redis-server did not shut down")
-            if rc != 0:
-                return fail("redis-server exited with %d" % rc)
+                return "key round-trip failed"
             metrics = {}
             for name, v in rps:
-                key = "rps_" + name.strip().split()[0].lower()
-                metrics.setdefault(key, float(v))
-            return {"ok": True, "time": m["time"], "rss_kib": hwm, "metrics": metrics, "reason": ""}
-        finally:
-            if srv.poll() is None:
-                srv.kill()
-                srv.wait()
+                metrics.setdefault("rps_" + name.strip().split()[0].lower(), float(v))
+            return m, metrics
+
+        def stop(port, srv):
+            subprocess.run(cli(port) + ["shutdown", "nosave"], capture_output=True, env=CLEAN_ENV)
+        return self._serve("redis-server", argv, alloc, ready, load, stop)
 
 
 def lcg(seed):

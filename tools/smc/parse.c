@@ -5,8 +5,8 @@
  *   arg   := KEY ['=' value] | '…' | '...'    a bare KEY: the slot's default policy
  *   value := NUMBER [UNIT] | 'SIZE_MAX' | NAME | '[' value ',' value ']'
  *   UNIT  := B | KB | MB | GB | TB | KiB | MiB | GiB | TiB   (binary: 64KB = 65536)
- * Blanks and line breaks may stand between any two tokens; a line whose first non-blank is '#' is
- * a comment. The paper's text as extracted (and Markdown) writes an underscore as `\_` and the
+ * Blanks and line breaks may stand between any two tokens; '#' starts a comment that runs to the
+ * end of its line. The paper's text as extracted (and Markdown) writes an underscore as `\_` and the
  * ellipsis as LaTeX's `\dots`: both are read as written in print. docs/model-language.md has the
  * grammar with examples. */
 #include <ctype.h>
@@ -88,11 +88,7 @@ static void skip_blank(struct lexer *x)
         char c = x->s[x->i];
         if (c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\f' || c == '\v') {
             advance(x, 1);
-        } else if (c == '#') {
-            /* A comment only where nothing but blanks precede it on its line. */
-            size_t j = x->i;
-            while (j > 0 && (x->s[j - 1] == ' ' || x->s[j - 1] == '\t')) j--;
-            if (j > 0 && x->s[j - 1] != '\n') return;
+        } else if (c == '#') { /* to the end of its line: '#' means nothing else in the language */
             while (x->s[x->i] && x->s[x->i] != '\n') advance(x, 1);
         } else {
             return;

@@ -29,32 +29,6 @@ static void caps_sentence(FILE *f, const struct smc_layer *L)
     }
 }
 
-static const char *value_text(const struct smc_setting *s, char *buf, size_t n)
-{
-    switch (s->key->type) {
-    case SMC_T_POLICY:
-        snprintf(buf, n, "%s", s->policy ? s->policy->name : "(empty)");
-        break;
-    case SMC_T_RANGE: {
-        char lo[40], hi[40];
-        smc_format_size(lo, sizeof lo, s->lo, 0);
-        smc_format_size(hi, sizeof hi, s->hi, 0);
-        snprintf(buf, n, "[%s, %s]", lo, hi);
-        break;
-    }
-    default:
-        smc_format_size(buf, n, s->num, 0);
-    }
-    return buf;
-}
-
-static const struct smc_setting *find_setting(const struct smc_elem *e, const struct smc_key *k)
-{
-    for (unsigned m = 0; m < e->nset; m++)
-        if (e->set[m].key == k) return &e->set[m];
-    return NULL;
-}
-
 static void human_size(char *buf, size_t n, unsigned long long v)
 {
     if (v == SIZE_MAX)
@@ -68,6 +42,36 @@ static void human_size(char *buf, size_t n, unsigned long long v)
     else
         snprintf(buf, n, "%llu", v);
 }
+
+static const char *value_text(const struct smc_setting *s, char *buf, size_t n)
+{
+    switch (s->key->type) {
+    case SMC_T_POLICY:
+        snprintf(buf, n, "%s", s->policy ? s->policy->name : "(empty)");
+        break;
+    case SMC_T_RANGE: {
+        char lo[40], hi[40];
+        human_size(lo, sizeof lo, s->lo);
+        human_size(hi, sizeof hi, s->hi);
+        snprintf(buf, n, "[%s, %s]", lo, hi);
+        break;
+    }
+    case SMC_T_SIZE:
+        human_size(buf, n, s->num);
+        break;
+    default:
+        smc_format_size(buf, n, s->num, 0);
+    }
+    return buf;
+}
+
+static const struct smc_setting *find_setting(const struct smc_elem *e, const struct smc_key *k)
+{
+    for (unsigned m = 0; m < e->nset; m++)
+        if (e->set[m].key == k) return &e->set[m];
+    return NULL;
+}
+
 
 /* The sizes a layer is asked to serve: its range as written, else its header's default range within
  * its size classes (check.c). Requests outside go to the layer below; a layer may pass on more than

@@ -11,6 +11,7 @@
  *   key K T [paper=A,B] [macro=M]   an option of type T (int|size|bool), macro SM_OPT_<K upper>
  *   range             the layer takes size_handle=[lo, hi] (SM_SIZE_MIN, SM_SIZE_MAX)
  *   flag F            secure | cache | mt | c-only | sizeclass-max=N (a policy's largest class)
+ *                     | serves-max=K[/K] (the largest request a layer serves, from its keys)
  */
 #ifndef SMC_CATALOGUE_H
 #define SMC_CATALOGUE_H
@@ -63,6 +64,8 @@ struct smc_layer {
                                layer above sees is next & offers); 0: it offers offers */
     const char *offers_when; /* "" always; else the option macro (SM_OPT_STABLE) that must be
                                 non-zero for the layer to offer `offers` (#if around its definition) */
+    const char *serves_max;  /* "" none; else the largest request it serves, as a key or key/key of
+                                its own (buddy_glk: chunk_size; slab_wf: slab_size/min_objects) */
     const struct smc_key *keys;
     unsigned nkeys;
     const struct smc_need *needs;

@@ -291,7 +291,8 @@ function parse_model(h,   w, nw, i, t, v, k, typ) {
             v = w[++i]
             if (v == "secure" || v == "cache" || v == "mt" || v == "c-only") mflags[h] = mflags[h] " " v
             else if (v ~ /^sizeclass-max=[0-9]+$/) sizemax[h] = substr(v, 15)
-            else problem(h, "unknown flag '" v "' in @model (secure|cache|mt|c-only|sizeclass-max=N)")
+            else if (v ~ /^serves-max=[a-z_]+(\/[a-z_]+)?$/) servesmax[h] = substr(v, 12)
+            else problem(h, "unknown flag '" v "' in @model (secure|cache|mt|c-only|sizeclass-max=N|serves-max=KEY[/KEY])")
             continue
         }
         if (t == "slot") {
@@ -535,7 +536,7 @@ BEGIN {
     for (j = 1; j <= nl; j++) {
         h = lay[j]
         if (noff[h] > 1) print "    /* " mname[h] ": " noff[h] " definitions of SM_LAYER_OFFERS under #if (" offdefs[h] "): their union */" > OUT
-        printf "    {%s, %s, %s, SMC_%s, %s, %s, %d, %s,\n", cstr(mname[h]), cstr(maliases[h]), cstr(rel(h)), toupper(mkind[h]), layer_flags(h), capnames(offers[h] + 0), fwd[h] ? 1 : 0, cstr(offwhen[h]) > OUT
+        printf "    {%s, %s, %s, SMC_%s, %s, %s, %d, %s, %s,\n", cstr(mname[h]), cstr(maliases[h]), cstr(rel(h)), toupper(mkind[h]), layer_flags(h), capnames(offers[h] + 0), fwd[h] ? 1 : 0, cstr(offwhen[h]), cstr(servesmax[h]) > OUT
         printf "     %s, %d, %s, %d,\n", nk[h] ? "keys_" mname[h] : "NULL", nk[h], nn[h] ? "needs_" mname[h] : "NULL", nn[h] + 0 > OUT
         printf "     %s},\n", cstr(summary[h]) > OUT
     }

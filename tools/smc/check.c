@@ -475,6 +475,33 @@ static int eval_bound(const char *text, const struct smc_elem *e, unsigned long 
     return 0;
 }
 
+/* An option's value: as written on the line, else its header's default (0: unknown). */
+static unsigned long long key_value(const struct smc_elem *e, const char *name)
+{
+    for (unsigned k = 0; k < e->layer->nkeys; k++) {
+        const struct smc_key *key = &e->layer->keys[k];
+        if (strcmp(key->name, name)) continue;
+        for (unsigned m = 0; m < e->nset; m++)
+            if (e->set[m].key == key && e->set[m].set) return e->set[m].num;
+        unsigned long long v;
+        return eval_bound(key->deflt, e, &v) ? v : 0;
+    }
+    return 0;
+}
+
+/* The layer's own bound on what it serves (catalogue serves_max: KEY or KEY/KEY). */
+static unsigned long long serves_max(const struct smc_elem *e)
+{
+    const char *expr = e->layer->serves_max;
+    if (!*expr) return 0;
+    char a[SMC_NAME_MAX], b[SMC_NAME_MAX] = "";
+    const char *slash = strchr(expr, '/');
+    snprintf(a, sizeof a, "%.*s", (int)(slash ? (size_t)(slash - expr) : strlen(expr)), expr);
+    if (slash) snprintf(b, sizeof b, "%s", slash + 1);
+    unsigned long long x = key_value(e, a), y = *b ? key_value(e, b) : 1;
+    return x && y ? x / y : 0;
+}
+
 /* The sizes an element is asked to serve when its line gives no size_handle: its header's default
  * range, within its size classes. */
 static void default_range(struct smc_elem *e)
@@ -677,7 +704,10 @@ int smc_check(const struct smc_line *l, int mode, const char *name, struct smc_c
                       e->layer->name, e->hi, p->name, p->max_size);
         }
     }
-    for (unsigned i = 0; i < c->n; i++) default_range(&c->e[i]);
+    for (unsigned i = 0; i < c->n; i++) {
+        default_range(&c->e[i]);
+        c->e[i].serves_max = serves_max(&c->e[i]);
+    }
 
     /* Ranges: the layer nearest the socket serves first; warn where one can never be reached. */
     for (unsigned i = 0; i < c->n; i++) {

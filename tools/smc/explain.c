@@ -73,13 +73,13 @@ static const struct smc_setting *find_setting(const struct smc_elem *e, const st
 }
 
 
-/* The sizes a layer is asked to serve: its range as written, else its header's default range within
- * its size classes (check.c). Requests outside go to the layer below; a layer may pass on more than
- * that (a buddy's blocks above its chunk, slab_wf's classes too large for a slab). */
+/* The sizes a layer serves: its range as written, else its header's default range within its size
+ * classes, and within its own bound (a buddy's chunk, the classes of which a slab_wf slab holds
+ * min_objects: check.c). Requests outside go to the layer below. */
 static void served(const struct smc_elem *e, unsigned long long *lo, unsigned long long *hi)
 {
     *lo = e->lo;
-    *hi = e->hi;
+    *hi = e->serves_max && e->serves_max < e->hi ? e->serves_max : e->hi;
 }
 
 void smc_explain(FILE *f, const struct smc_comp *c, const unsigned long long *sizes, unsigned nsizes)
@@ -99,7 +99,8 @@ void smc_explain(FILE *f, const struct smc_comp *c, const unsigned long long *si
             human_size(b1, sizeof b1, lo);
             human_size(b2, sizeof b2, hi);
             fprintf(f, "   sizes: [%s, %s]%s\n", b1, b2,
-                    e->has_range ? " (size_handle)" : hi != SIZE_MAX ? " (its default range)" : " (all it is asked)");
+                    hi < e->hi ? " (its own bound)" : e->has_range ? " (size_handle)"
+                    : hi != SIZE_MAX ? " (its default range)" : " (all it is asked)");
         }
         fprintf(f, "   capabilities: ");
         caps_sentence(f, L);

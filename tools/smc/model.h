@@ -89,6 +89,7 @@ struct smc_elem {
     unsigned nset;
     struct smc_setting set[SMC_MAX_ARGS * 2];
     unsigned long long lo, hi;          /* the sizes it is asked to serve ([0, max] if not given) */
+    unsigned long long serves_max;      /* the largest request it serves itself (0: no such bound) */
     int has_range;
 };
 

@@ -51,7 +51,7 @@
  * decay after it became free.
  * Parts, in layers/core/buddy_glk/ and included below (by this template only): chunks.h (chunks
  * from and back to the next layer, the free lists), release.h (the release pass).
- * @model: name=buddy_glk kind=core slot sync slot err slot sizeclass= range
+ * @model: name=buddy_glk kind=core flag serves-max=chunk_size slot sync slot err slot sizeclass= range
  * @model: key min_block size key chunk_size size key keep_spare bool key decay_ms int
  * @model: key purge_min size key stable bool
  * @check: SM_LAYER=t <sunmao/policies/sync/mutex.h> SM_SYNC=mutex <sunmao/policies/err/warn.h> SM_ERR=warn

@@ -40,7 +40,7 @@
  * it is formatted.
  * Progress: the per-object steps are wait-free; a slab's change of hands (at most once per
  * quarter slab of frees) takes lock-free stack operations. Fork: nothing to lock.
- * @model: name=slab_wf kind=core slot sizeclass slot err range
+ * @model: name=slab_wf kind=core flag serves-max=slab_size/min_objects slot sizeclass slot err range
  * @model: key slab_size size key tllabs int key min_objects int key decay_ms int
  * @check: SM_LAYER=t <sunmao/policies/sizeclass/prime.h> SM_SIZECLASS=prime <sunmao/policies/err/warn.h> SM_ERR=warn
  * @check-next: stable */

@@ -167,7 +167,7 @@ def workloads():
           desc="malloc/free pairs, all threads"),
         W("larson", "stress", ["larson", T, "40", "1000", "250000", "8", "1024"],
           ["larson", T, "10", "1000", "200000", "8", "1024"], desc="server churn, regions handed to new threads"),
-        W("xchurn", "stress", ["xchurn", T, "4000000", "2000", "4096"], ["xchurn", T, "800000", "2000", "4096"],
+        W("xchurn", "stress", ["xchurn", T, "3000000", "2000", "4096"], ["xchurn", T, "300000", "2000", "4096"],
           desc="churn of 16..4096 B objects, every one freed by another (live) thread"),
         W("xmalloc", "stress", ["xmalloc", str(max(2, NCPU)), "75000", "64", "256"],
           ["xmalloc", str(max(2, NCPU)), "15000", "64", "256"], desc="producer/consumer, remote frees"),
@@ -175,7 +175,7 @@ def workloads():
           ["cache", "thrash", T, "400", "100000", "8"], desc="active false sharing"),
         W("cache-scratch", "stress", ["cache", "scratch", T, "1500", "100000", "8"],
           ["cache", "scratch", T, "400", "100000", "8"], desc="passive false sharing"),
-        W("cache-scratch1", "stress", ["scratch1", "100", "50", "100000", "8"], ["scratch1", "40", "30", "100000", "8"],
+        W("cache-scratch1", "stress", ["scratch1", "100", "60", "100000", "8"], ["scratch1", "30", "30", "100000", "8"],
           desc="passive false sharing, one worker: main's object handed over while main writes its neighbours"),
         W("sh6bench", "stress", ["shbench", "6", T, "1000", "2000", "1", "1000"],
           ["shbench", "6", T, "200", "2000", "1", "1000"], desc="LIFO+FIFO mixes"),
@@ -183,10 +183,10 @@ def workloads():
           ["shbench", "8", T, "150", "2000", "1", "1000"], desc="LIFO+FIFO with cross-thread frees"),
         W("alloc-test", "stress", ["alloctest", T, "8000000", "4096", "65536"],
           ["alloctest", T, "2500000", "4096", "65536"], desc="Pareto sizes, random replacement"),
-        W("pareto-st", "stress", ["pareto", "1", "10000000", "4194304", "65536"],
-          ["pareto", "1", "2000000", "1048576", "65536"], desc="Pareto sizes (8 B..64 KiB) and lifetimes, 1 thread"),
-        W("pareto-mt", "stress", ["pareto", T, "8000000", "4194304", "65536"],
-          ["pareto", T, "1600000", "1048576", "65536"], desc="Pareto sizes and lifetimes, all threads"),
+        W("pareto-st", "stress", ["pareto", "1", "20000000", "4194304", "65536"],
+          ["pareto", "1", "3000000", "1048576", "65536"], desc="Pareto sizes (8 B..64 KiB) and lifetimes, 1 thread"),
+        W("pareto-mt", "stress", ["pareto", T, "24000000", "4194304", "65536"],
+          ["pareto", T, "4000000", "1048576", "65536"], desc="Pareto sizes and lifetimes, all threads"),
         W("mstress", "stress", ["mstress", T, "30", "20000", "100000"],
           ["mstress", T, "12", "20000", "50000"], desc="objects migrate and survive thread exit"),
         W("orphan", "stress", ["orphan", str(max(1, NCPU)), "1", "2000", "2000", "2048"],
@@ -200,11 +200,11 @@ def workloads():
           desc="aligned allocations, cross-thread"),
         W("realloc", "stress", ["realloc", "64", "40", "262144"], ["realloc", "64", "12", "131072"],
           desc="realloc growth with content checks"),
-        W("strgrow", "stress", ["strgrow", "300", "12000000", "2048", "8192", "16"],
-          ["strgrow", "300", "2500000", "2048", "8192", "16"], desc="300 strings grown by 1..16 B reallocs to 2..8 KiB"),
+        W("strgrow", "stress", ["strgrow", "300", "15000000", "2048", "8192", "16"],
+          ["strgrow", "300", "3000000", "2048", "8192", "16"], desc="300 strings grown by 1..16 B reallocs to 2..8 KiB"),
         W("large", "stress", ["large", T, "150", "4", "16"], ["large", T, "30", "4", "16"],
           desc="1..16 MiB blocks, every page touched"),
-        W("large-loop", "stress", ["large", "1", "300", "1", "32"], ["large", "1", "60", "1", "32"],
+        W("large-loop", "stress", ["large", "1", "1500", "1", "32"], ["large", "1", "300", "1", "32"],
           desc="one 1..32 MiB block at a time allocated, touched, freed, 1 thread"),
         W("release", "memory", ["release", "64", "400", "10", "2000"], ["release", "16", "100", "3", "1000"],
           geo=("rss",), desc="RSS after freeing small/medium/large phases, while idle (time: mostly fixed waits)"),
@@ -1041,6 +1041,7 @@ def report(ws, allocs, baseline, rounds, timeout, data, wall):
     mrows += [(w["name"], "mops_per_s", "%s Mops/s" % w["name"]) for w in ws if w["group"] == "scaling"]
     mrows += [("redis", "rps_get", "redis GET req/s"), ("redis", "rps_set", "redis SET req/s")]
     mrows += [("memcached", "ops_per_s", "memcached ops/s")]
+    mrows += [("cache-scratch1", "shared_pct", "cache-scratch1 shared_pct")]
     mrows += [("purge-%s" % ph, "%s_%s_pct" % (ph, when), "purge-%s %s %%" % (ph, label))
               for ph in ("small", "large") for when, label in (("idle", "idle"), ("trim", "trimmed"))]
     mrows = [m for m in mrows if any(w["name"] == m[0] for w in ws)]

@@ -404,19 +404,6 @@ static void fill_slots(struct smc_comp *c, unsigned i, int mt)
     }
 }
 
-/* 1 when option `macro` of element e is non-zero (written, or by the header's default). */
-static int option_on(const struct smc_elem *e, const char *macro)
-{
-    for (unsigned k = 0; k < e->layer->nkeys; k++) {
-        const struct smc_key *key = &e->layer->keys[k];
-        if (strcmp(key->macro, macro)) continue;
-        for (unsigned m = 0; m < e->nset; m++)
-            if (e->set[m].key == key) return e->set[m].num != 0;
-        return key->deflt[0] && strcmp(key->deflt, "0");
-    }
-    return 0;
-}
-
 /* Turns on the option under which element j offers cap, for the layer `above` that needs it:
  * 1 when done; 0 when j cannot offer it or the line set the option to 0. */
 static int enable_offer(struct smc_comp *c, unsigned j, unsigned cap, const char *above)
@@ -486,6 +473,14 @@ static unsigned long long key_value(const struct smc_elem *e, const char *name)
         unsigned long long v;
         return eval_bound(key->deflt, e, &v) ? v : 0;
     }
+    return 0;
+}
+
+/* 1 when option `macro` of element e is non-zero (written, or by the header's default). */
+static int option_on(const struct smc_elem *e, const char *macro)
+{
+    for (unsigned k = 0; k < e->layer->nkeys; k++)
+        if (!strcmp(e->layer->keys[k].macro, macro)) return key_value(e, e->layer->keys[k].name) != 0;
     return 0;
 }
 

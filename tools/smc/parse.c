@@ -238,44 +238,43 @@ static void copy_text(const struct lexer *x, size_t from, char *out)
     out[n] = 0;
 }
 
+static int unterminated_range(struct lexer *x, struct smc_pos open)
+{
+    smc_error(x->l, open, "unterminated range: '[' has no ']'");
+    return -1;
+}
+
+/* [lo, hi], the cursor on '['. */
+static int read_range(struct lexer *x, struct smc_value *v)
+{
+    struct smc_pos open = here(x);
+    advance(x, 1);
+    skip_blank(x);
+    if (!x->s[x->i]) return unterminated_range(x, open);
+    if (read_number(x, &v->lo, &v->lo_unit, &v->lo_size_max) < 0) return -1;
+    skip_blank(x);
+    if (x->s[x->i] != ',')
+        return x->s[x->i] ? expected(x, "',' between the range's bounds ([lo, hi])") : unterminated_range(x, open);
+    advance(x, 1);
+    skip_blank(x);
+    if (!x->s[x->i]) return unterminated_range(x, open);
+    if (read_number(x, &v->hi, &v->hi_unit, &v->hi_size_max) < 0) return -1;
+    skip_blank(x);
+    if (x->s[x->i] != ']') {
+        char c = x->s[x->i];
+        return !c || c == ')' || c == ',' ? unterminated_range(x, open) : expected(x, "']' closing the range");
+    }
+    advance(x, 1);
+    return 0;
+}
+
 static int read_value(struct lexer *x, struct smc_value *v)
 {
     size_t from = x->i;
     v->pos = here(x);
     char c = x->s[x->i];
     if (c == '[') {
-        struct smc_pos open = here(x);
-        advance(x, 1);
-        skip_blank(x);
-        if (!x->s[x->i]) {
-            smc_error(x->l, open, "unterminated range: '[' has no ']'");
-            return -1;
-        }
-        if (read_number(x, &v->lo, &v->lo_unit, &v->lo_size_max) < 0) return -1;
-        skip_blank(x);
-        if (x->s[x->i] != ',') {
-            if (!x->s[x->i]) {
-                smc_error(x->l, open, "unterminated range: '[' has no ']'");
-                return -1;
-            }
-            return expected(x, "',' between the range's bounds ([lo, hi])");
-        }
-        advance(x, 1);
-        skip_blank(x);
-        if (!x->s[x->i]) {
-            smc_error(x->l, open, "unterminated range: '[' has no ']'");
-            return -1;
-        }
-        if (read_number(x, &v->hi, &v->hi_unit, &v->hi_size_max) < 0) return -1;
-        skip_blank(x);
-        if (x->s[x->i] != ']') {
-            if (!x->s[x->i] || x->s[x->i] == ')' || x->s[x->i] == ',') {
-                smc_error(x->l, open, "unterminated range: '[' has no ']'");
-                return -1;
-            }
-            return expected(x, "']' closing the range");
-        }
-        advance(x, 1);
+        if (read_range(x, v) < 0) return -1;
         v->kind = SMC_V_RANGE;
     } else if (isdigit((unsigned char)c) || at_size_max(x)) {
         if (read_number(x, &v->num, &v->has_unit, &v->is_size_max) < 0) return -1;

@@ -1,4 +1,4 @@
-/* A fake bottom layer offering capability MAPPING (core/capability.h: L_split, L_remap), for unit
+/* A fake bottom layer offering capability MAPPING (core/capability.h: L_split, L_remap, L_join), for unit
  * tests of the layers that consume it (decay_cache with SM_OPT_GROW 1) without mmap. Template: define
  * SM_LAYER (no SM_NEXT) before including.
  *
@@ -14,7 +14,8 @@
  * Records every call (L_obj: counts, live blocks and bytes, remap moves) and can be told to fail:
  *   limit_bytes   0 = unlimited; an allocation or a remap's move that would take live_bytes above it
  *                 fails (NULL / false, errno = ENOMEM). 1: every allocation fails.
- *   fail_split, fail_remap   nonzero: every split answers NULL, every remap false (block unchanged).
+ *   fail_split, fail_remap, fail_join   nonzero: every split answers NULL, every remap or join false
+ *                 (blocks unchanged).
  * Contract violations it counts: bad_frees (a block it never gave out, or a sized free larger than
  * the block), bad_purges (a range outside every block). */
 #include <pthread.h>
@@ -40,9 +41,10 @@ static struct {
     struct SM_FN(piece) pieces[FAKE_MAPPING_MAX];
     size_t live_blocks, live_bytes, regions;
     size_t limit_bytes; /* 0 = unlimited */
-    int fail_split, fail_remap;
+    int fail_split, fail_remap, fail_join;
     unsigned long creates, allocs, frees, failed, bad_frees, getmetas, resizes, purges, bad_purges;
-    unsigned long splits, split_fails, remaps, remap_moves, remap_fails, releases, thread_exits, forks;
+    unsigned long splits, split_fails, remaps, remap_moves, remap_fails, joins, join_fails;
+    unsigned long releases, thread_exits, forks;
 } SM_FN(obj) = { .lock = PTHREAD_MUTEX_INITIALIZER };
 
 enum { SM_FN(thread_safe) = 1, SM_FN(min_align) = 4096, SM_FN(zeroed) = 0 };
@@ -238,6 +240,31 @@ static inline bool SM_FN(remap)(sm_mctx_t *c, size_t n)
     }
     if (!ok)
         SM_FN(obj).remap_fails++;
+    pthread_mutex_unlock(&SM_FN(obj).lock);
+    return ok;
+}
+
+/* Makes the live block c->ptr and the live block `next`, which starts where it ends, one block; only
+ * pieces of one region (the fake's mapping) are joined. False (both unchanged) otherwise, or when
+ * told to fail. */
+static inline bool SM_FN(join)(sm_mctx_t *c, void *next)
+{
+    bool ok = false;
+    pthread_mutex_lock(&SM_FN(obj).lock);
+    long i = SM_FN(find_locked)(c->ptr), j = SM_FN(find_locked)(next);
+    if (i >= 0 && j >= 0 && !SM_FN(obj).fail_join) {
+        struct SM_FN(piece) *a = &SM_FN(obj).pieces[i], *b = &SM_FN(obj).pieces[j];
+        if (a->ptr + a->size == b->ptr && a->region == b->region) {
+            a->size += b->size;
+            b->region->pieces--;
+            *b = SM_FN(obj).pieces[--SM_FN(obj).live_blocks];
+            ok = true;
+        }
+    }
+    if (ok)
+        SM_FN(obj).joins++;
+    else
+        SM_FN(obj).join_fails++;
     pthread_mutex_unlock(&SM_FN(obj).lock);
     return ok;
 }

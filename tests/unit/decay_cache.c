@@ -19,7 +19,7 @@
 #include <sunmao/os/mmap_heap.h>
 
 /* frees counts only blocks the decay cache could have kept, so the small blocks poke() frees do not. */
-static struct { unsigned long allocs, frees, purges, remaps, splits; } counts;
+static struct { unsigned long allocs, frees, purges, remaps, splits, joins; bool refuse_joins; } counts;
 enum { cnt_thread_safe = 1, cnt_min_align = mm_min_align, cnt_zeroed = mm_zeroed, cnt_caps = SM_CAP_MAPPING };
 static inline int cnt_create(void) { return mm_create(); }
 static inline void *cnt_alloc(sm_mctx_t *c)
@@ -48,6 +48,17 @@ static inline void *cnt_split(sm_mctx_t *c, size_t n)
 {
     __atomic_fetch_add(&counts.splits, 1, __ATOMIC_RELAXED);
     return mm_split(c, n);
+}
+/* Blocks the kernel mapped next to each other are joined too: cases about other things refuse joins,
+ * so what they count does not depend on where the kernel put their blocks. */
+static inline bool cnt_join(sm_mctx_t *c, void *next)
+{
+    if (counts.refuse_joins)
+        return false;
+    bool ok = mm_join(c, next);
+    if (ok)
+        __atomic_fetch_add(&counts.joins, 1, __ATOMIC_RELAXED);
+    return ok;
 }
 static inline bool cnt_getmeta(sm_mctx_t *c) { return mm_getmeta(c); }
 static inline bool cnt_resize(sm_mctx_t *c, size_t n) { return mm_resize(c, n); }
@@ -176,6 +187,7 @@ static void start_clean(void)
     dl_flush();
     dg_flush();
     memset(errors, 0, sizeof errors);
+    counts.refuse_joins = false;
 }
 
 static void freed_block_is_reused_without_a_new_mapping(void)
@@ -428,6 +440,7 @@ static size_t cnt_usable(void *p)
 static void grow_reuses_the_largest_dirty_block(void)
 {
     start_clean();
+    counts.refuse_joins = true;
     sm_mctx_t a = ALLOC(dg, 2 * MiB, 16), b = ALLOC(dg, 4 * MiB, 16), small = ALLOC(dg, MiB, 16);
     CHECK(a.ptr && b.ptr && small.ptr);
     fill_pages(a.ptr, 2 * MiB, 61);
@@ -487,6 +500,7 @@ static void grow_reuses_the_largest_dirty_block(void)
 static void grow_skips_purged_and_overaligned(void)
 {
     start_clean();
+    counts.refuse_joins = true;
     sm_mctx_t a = ALLOC(dg, 2 * MiB, 16);
     memset(a.ptr, 0x3c, 2 * MiB);
     FREE(dg, a.ptr);
@@ -541,16 +555,24 @@ static void split_keeps_the_tail_cached(void)
     CHECK(pages_ok(tail, 32 * MiB, 71) && pages_ok(p, 8 * MiB, 72));
     fill_pages(tail, 32 * MiB, 73);
     CHECK(pages_ok(p, 8 * MiB, 72));
-    /* Each piece is freed on its own, and both are cached. */
+    /* Each piece is freed on its own; the second is joined with the first, cached: one 40 MiB block
+     * again, which a 40 MiB request takes whole, without a mapping. */
+    unsigned long joins = counts.joins;
     FREE(dg, p);
     CHECK(dg_obj.blocks == 1 && dg_obj.bytes == 8 * MiB && pages_ok(tail, 32 * MiB, 73));
     FREE(dg, tail);
-    CHECK(dg_obj.blocks == 2 && dg_obj.bytes == 40 * MiB && counts.frees == frees);
-    FREE(dg, tail); /* cached: a double free is caught */
-    CHECK(errors[SM_ERR_DOUBLE_FREE] == 1 && dg_obj.blocks == 2);
+    CHECKF(dg_obj.blocks == 1 && dg_obj.bytes == 40 * MiB && counts.frees == frees && counts.joins == joins + 1,
+           "blocks %zu, joins %lu", dg_obj.blocks, counts.joins - joins);
+    CHECK(dg_is_cached(p) && !dg_is_cached(tail) && cnt_usable(p) == 40 * MiB && cnt_usable(tail) == 0);
+    FREE(dg, p); /* cached: a double free is caught */
+    CHECK(errors[SM_ERR_DOUBLE_FREE] == 1 && dg_obj.blocks == 1);
+    sm_mctx_t whole = ALLOC(dg, 40 * MiB, 16);
+    CHECK(whole.ptr == p && counts.allocs == allocs && !(whole.flags & SM_F_FRESH));
+    CHECK(pages_ok(p, 8 * MiB, 72) && pages_ok(tail, 32 * MiB, 73));
+    FREE(dg, p);
     frees = counts.frees;
     dg_flush();
-    CHECK(counts.frees == frees + 2 && unmapped(p) && unmapped(tail) && unmapped(p + 40 * MiB - 4096));
+    CHECK(counts.frees == frees + 1 && unmapped(p) && unmapped(tail) && unmapped(p + 40 * MiB - 4096));
     CHECK(errors[SM_ERR_INVALID_FREE] == 0);
 
     /* Within the waste bound the block is handed out whole, not split. */

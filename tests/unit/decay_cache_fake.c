@@ -119,7 +119,7 @@ static void start_clean(void)
     RELEASE(dg, UINT64_MAX / 2, SM_RELEASE_DECAYED);
     RELEASE(dp, UINT64_MAX / 2, SM_RELEASE_DECAYED);
     memset(errors, 0, sizeof errors);
-    fm_obj.limit_bytes = 0, fm_obj.fail_split = 0, fm_obj.fail_remap = 0;
+    fm_obj.limit_bytes = 0, fm_obj.fail_split = 0, fm_obj.fail_remap = 0, fm_obj.fail_join = 0;
     fk_obj.limit_bytes = 0;
 }
 /* After a case: everything handed back leaves the fakes holding nothing, and nothing reached them that
@@ -188,11 +188,19 @@ static void split_of_oversize_block(void)
     CHECK(verify_pages(tail, 6 * MiB, 11 + 512));
     fill(tail, 6 * MiB, 13);
     CHECK(verify(p, 2 * MiB, 12));
+    /* freed, the pieces are one block again: an 8 MiB request takes it whole, nothing mapped */
+    unsigned long joins = fm_obj.joins;
     FREE(dg, p);
     FREE(dg, tail);
-    CHECK(dg_obj.blocks == 2 && dg_obj.bytes == 8 * MiB && fm_obj.frees == frees);
+    CHECKF(dg_obj.blocks == 1 && dg_obj.bytes == 8 * MiB && fm_obj.frees == frees && fm_obj.joins == joins + 1 &&
+               dg_is_cached(p) && !dg_is_cached(tail) && fm_obj.live_blocks == 1,
+           "blocks %zu, joins %lu", dg_obj.blocks, fm_obj.joins - joins);
+    sm_mctx_t j = ALLOC(dg, 8 * MiB);
+    CHECK(j.ptr == p && USABLE(dg, p) == 8 * MiB && fm_obj.allocs == allocs && !(j.flags & SM_F_FRESH));
+    CHECK(verify(p, 2 * MiB, 12) && verify(tail, 6 * MiB, 13));
+    FREE(dg, p);
     dg_flush();
-    CHECK(fm_obj.frees == frees + 2 && fm_obj.live_blocks == 0 && fm_obj.regions == 0);
+    CHECK(fm_obj.frees == frees + 1 && fm_obj.live_blocks == 0 && fm_obj.regions == 0);
 
     /* the split refused: the block is cut down with resize; nothing is cached */
     sm_mctx_t d = ALLOC(dg, 8 * MiB);
@@ -205,6 +213,43 @@ static void split_of_oversize_block(void)
     CHECKF(USABLE(fm, e.ptr) == 2 * MiB && dg_obj.blocks == 0, "usable %zu", USABLE(fm, e.ptr));
     CHECK(verify_pages(e.ptr, 2 * MiB, 14));
     FREE(dg, e.ptr);
+    CHECK(error_total() == 0);
+    end_clean();
+}
+
+/* SM_OPT_GROW 1: a head freed in front of its cached tail is joined with it, even when the tail was
+ * purged meanwhile: the block is dirty (not SM_F_FRESH), the head keeps its bytes and the tail reads
+ * zero. A join the next layer refuses leaves two cached blocks. */
+static void join_of_neighbours(void)
+{
+    start_clean();
+    sm_mctx_t a = ALLOC(dg, 8 * MiB);
+    char *p = (char *)a.ptr, *tail = p + 2 * MiB;
+    FREE(dg, p);
+    sm_mctx_t b = ALLOC(dg, 2 * MiB);
+    CHECK(b.ptr == p && dg_is_cached(tail));
+    fill(p, 2 * MiB, 21);
+    sm_release_t r = RELEASE(dg, SINCE(dg, tail) + DECAY, SM_RELEASE_DECAYED);
+    CHECK(r.released == 6 * MiB && all_zero(tail, 6 * MiB));
+    unsigned long joins = fm_obj.joins, allocs = fm_obj.allocs;
+    FREE(dg, p);
+    CHECKF(dg_obj.blocks == 1 && dg_obj.bytes == 8 * MiB && fm_obj.joins == joins + 1 && !dg_is_cached(tail),
+           "blocks %zu, bytes %zu", dg_obj.blocks, dg_obj.bytes);
+    sm_mctx_t j = ALLOC(dg, 8 * MiB);
+    CHECK(j.ptr == p && !(j.flags & SM_F_FRESH) && fm_obj.allocs == allocs);
+    CHECK(verify(p, 2 * MiB, 21) && all_zero(tail, 6 * MiB));
+
+    /* refused: head and tail stay two blocks, and both are handed back by a flush */
+    FREE(dg, p);
+    sm_mctx_t k = ALLOC(dg, 2 * MiB);
+    CHECK(k.ptr == p && dg_is_cached(tail));
+    fm_obj.fail_join = 1;
+    unsigned long fails = fm_obj.join_fails, frees = fm_obj.frees;
+    FREE(dg, p);
+    CHECK(dg_obj.blocks == 2 && dg_obj.bytes == 8 * MiB && fm_obj.join_fails == fails + 1);
+    CHECK(dg_is_cached(p) && dg_is_cached(tail));
+    dg_flush();
+    CHECK(fm_obj.frees == frees + 2 && fm_obj.live_blocks == 0);
     CHECK(error_total() == 0);
     end_clean();
 }
@@ -422,6 +467,7 @@ int main(void)
     RUN_CASE(reuse_over_mapping);
     RUN_CASE(reuse_over_plain);
     RUN_CASE(split_of_oversize_block);
+    RUN_CASE(join_of_neighbours);
     RUN_CASE(oversize_block_without_mapping);
     RUN_CASE(remap_growth);
     RUN_CASE(decay_on_release_over_mapping);

@@ -594,6 +594,42 @@ static void split_makes_two_independent_blocks(void)
     reset_errors();
 }
 
+/* join undoes a split: the pieces are one block again (usable, a free unmaps all of it, no bytes
+ * moved); it refuses blocks that do not touch, a block that is not live and direct, and a carved one. */
+static void join_makes_one_block_of_two(void)
+{
+    reset_errors();
+    size_t page = sm_plat_page_size(), len = 32 * page;
+    sm_mctx_t c = ALLOC(mm, len, 16);
+    char *p = (char *)c.ptr;
+    check_fill(p, len, 61);
+    sm_mctx_t s = sm_mctx_block(p, 0, 0);
+    char *mid = (char *)mm_split(&s, 8 * page);
+    sm_mctx_t sm = sm_mctx_block(mid, 0, 0);
+    char *end = mid ? (char *)mm_split(&sm, 8 * page) : NULL;
+    CHECK(mid == p + 8 * page && end == p + 16 * page);
+    if (!end)
+        return;
+    sm_mctx_t j = sm_mctx_block(p, 0, 0);
+    CHECK(!mm_join(&j, end) && MM_USABLE(p) == 8 * page); /* not adjacent */
+    CHECK(!mm_join(&j, p + page) && !mm_join(&j, NULL));  /* not a block */
+    sm_mctx_t t = ALLOC(mmt, 8 * page, 16);
+    sm_mctx_t jt = sm_mctx_block(t.ptr, 0, 0);
+    CHECK(!mmt_join(&jt, (char *)t.ptr + 8 * page) && !mm_join(&j, t.ptr)); /* carved */
+    CHECK(mm_join(&j, mid) && j.ptr == p && MM_USABLE(p) == 16 * page && MM_USABLE(mid) == 0);
+    sm_mctx_t je = sm_mctx_block(mid, 0, 0);
+    CHECK(!mm_join(&je, end)); /* mid is no longer a block */
+    CHECK(mm_join(&j, end) && MM_USABLE(p) == len && MM_USABLE(end) == 0);
+    CHECK(check_verify(p, len, 61) && is_mapped(p, len));
+    /* One block: a sized free of the whole length is accepted and unmaps every page. */
+    FREE(mm, p, len, SM_F_SIZED);
+    CHECK(unmapped(p) && unmapped(mid) && unmapped(p + len - page) && MM_USABLE(p) == 0);
+    FREE(mm, mid, 0, 0); /* not a block of its own any more: reported, not obeyed */
+    CHECK(errors[SM_ERR_INVALID_FREE] == 1 && errors[SM_ERR_DOUBLE_FREE] == 0);
+    FREE(mmt, t.ptr, 0, 0);
+    reset_errors();
+}
+
 static void split_refuses_what_it_cannot_cut(void)
 {
     reset_errors();
@@ -1305,6 +1341,7 @@ int main(void)
     RUN_CASE(purge_drops_pages_but_keeps_the_block);
     RUN_CASE(split_makes_two_independent_blocks);
     RUN_CASE(split_refuses_what_it_cannot_cut);
+    RUN_CASE(join_makes_one_block_of_two);
     RUN_CASE(remap_grows_in_place_when_the_pages_are_free);
     RUN_CASE(remap_moves_when_the_next_pages_are_taken);
     RUN_CASE(remap_failure_leaves_the_block_intact);

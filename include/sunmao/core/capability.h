@@ -47,6 +47,9 @@
  *                                                      the tail, now a block of its own, or NULL
  *     bool  L_remap(sm_mctx_t *c, size_t n)            make c->ptr n bytes long, moving it if
  *                                                      needed (c->ptr updated); false: unchanged
+ *     bool  L_join(sm_mctx_t *c, void *next)           make c->ptr and the block `next`, which
+ *                                                      starts where c->ptr ends, one block at
+ *                                                      c->ptr (the caller owns both); false: unchanged
  *   SM_CAP_STABLE   type-stable memory, no functions: a block of at most L_stable_max bytes that
  *                   the layer served stays mapped and readable after it is freed, for the life of
  *                   the process (reused or purged, never unmapped). What a lock-free structure

@@ -78,6 +78,11 @@ SM_INLINE SM_UNUSED bool SM_FN(remap)(sm_mctx_t *c, size_t n)
     (void)c, (void)n;
     return false;
 }
+SM_INLINE SM_UNUSED bool SM_FN(join)(sm_mctx_t *c, void *next)
+{
+    (void)c, (void)next;
+    return false;
+}
 #endif
 
 #if !((SM_LAYER_OFFERS) & SM_CAP_STABLE)

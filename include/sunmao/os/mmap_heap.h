@@ -18,7 +18,8 @@
  *   SM_OPT_FAA_ARENA_REGIONS      regions per arena with SM_OPT_FAA_GROWTH (default 64): address space
  *                                 reserved at a time (MAP_NORESERVE), page-map nodes created with it
  * Properties: thread-safe, page-aligned blocks, always zero-filled (SM_F_FRESH on every result).
- * Capabilities: MAPPING (L_remap grows a direct block, moving it if need be; L_split cuts one).
+ * Capabilities: MAPPING (L_remap grows a direct block, moving it if need be; L_split cuts one;
+ * L_join makes two adjacent ones one).
  *
  * Invariants: every block handed out is recorded in a page map keyed by its first page, holding its
  * size and kind (direct: a mapping of its own; carved: from a thread region, whose page-map nodes
@@ -393,6 +394,23 @@ SM_SLOWPATH SM_UNUSED void *SM_FN(split)(sm_mctx_t *c, size_t n)
         return NULL;
     bool ok = SM_FN(record_2)(p + head, (size - head) | SM_FN(w_direct), p, head | SM_FN(w_direct));
     return ok ? p + head : NULL;
+}
+
+/* Capability MAPPING, for decay_cache: make the live direct blocks c->ptr and `next`, which starts
+ * where c->ptr ends (a tail split off it, or a mapping the kernel placed right after it), one block,
+ * without a system call. Both are the caller's (held in its cache), so their words cannot change
+ * meanwhile. A block joined across two kernel mappings may later fail an in-place mremap or a move
+ * (EFAULT on a range that spans them): resize and remap then report false and the caller maps anew. */
+SM_SLOWPATH SM_UNUSED bool SM_FN(join)(sm_mctx_t *c, void *next)
+{
+    char *p = (char *)c->ptr;
+    uintptr_t w = SM_FN(word)(p), wn = SM_FN(word)(next);
+    if (!SM_FN(word_live)(w) || !(w & SM_FN(w_direct)) || !SM_FN(word_live)(wn) || !(wn & SM_FN(w_direct)))
+        return false;
+    size_t size = w & ~(uintptr_t)SM_FN(w_kind_mask), size_next = wn & ~(uintptr_t)SM_FN(w_kind_mask);
+    if (p + size != (char *)next || size + size_next < size)
+        return false;
+    return SM_FN(record_2)(p, (size + size_next) | SM_FN(w_direct), next, 0); /* both nodes exist */
 }
 
 /* Capability MAPPING, for decay_cache: make the live direct block c->ptr n bytes long, moving it

@@ -128,6 +128,7 @@ SM_HOT unsigned SM_FN(owner_slot)(const void *p, uintptr_t w) { return SM_NEXT_F
 SM_INLINE bool SM_FN(owner_local)(const void *p, uintptr_t w, sm_mctx_t *c) { return SM_NEXT_FN(owner_local)(p, w, c); }
 SM_INLINE void *SM_FN(split)(sm_mctx_t *c, size_t n) { return SM_NEXT_FN(split)(c, n); }
 SM_INLINE bool SM_FN(remap)(sm_mctx_t *c, size_t n) { return SM_NEXT_FN(remap)(c, n); }
+SM_INLINE bool SM_FN(join)(sm_mctx_t *c, void *next) { return SM_NEXT_FN(join)(c, next); }
 enum { SM_FN(stable_max) = SM_PROP(SM_NEXT, stable_max) };
 
 #undef SM_OPT_BATCH

@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sunmao/sockets/custom_api.h>
 #include "tests/support/check.h"
 
@@ -116,6 +117,34 @@ static void realloc_keeps_contents(void)
         check_fill(p, n, 7);
     }
     A(free)(p);
+}
+
+/* A block above every heap layer, freed, then a larger one: an instance that keeps freed large
+ * blocks (decay_cache) grows the cached one, and where the page after it is taken (a page the test
+ * maps there) it moves it with mremap. Every byte of the grown block must be writable and keep its
+ * pattern (memcheck 3.19 took the grown part of a moved-and-grown mapping for unaddressable). */
+static void large_block_grown_past_a_taken_page(void)
+{
+    for (size_t k = 0; k < 3; k++) {
+        size_t n = ((size_t)3 << 20) + k * ((size_t)1 << 20) + 123, page = 4096;
+        unsigned char *p = A(malloc)(n);
+        CHECKF(p != NULL, "malloc(%zu) returned NULL", n);
+        if (!p) return;
+        uintptr_t end = ((uintptr_t)p + n + page - 1) & ~(uintptr_t)(page - 1);
+        void *guard = mmap((void *)end, page, PROT_READ, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE, -1, 0);
+        check_fill(p, n, 11 + (unsigned)k);
+        A(free)(p);
+        size_t m = n + ((size_t)1 << 20);
+        unsigned char *q = A(malloc)(m);
+        CHECKF(q != NULL, "malloc(%zu) returned NULL", m);
+        if (q) {
+            check_fill(q, m, 21 + (unsigned)k);
+            CHECKF(check_verify(q, m, 21 + (unsigned)k), "grown block %zu of %zu bytes lost its pattern", k, m);
+            A(free)(q);
+        }
+        if (guard != MAP_FAILED)
+            munmap(guard, page);
+    }
 }
 
 static void posix_memalign_aligned(void)
@@ -230,6 +259,7 @@ int main(void)
     RUN_CASE(calloc_zeroed);
     RUN_CASE(realloc_keeps_contents);
     RUN_CASE(posix_memalign_aligned);
+    RUN_CASE(large_block_grown_past_a_taken_page);
     RUN_CASE(threads4_cross_free);
     return check_end();
 }

@@ -30,7 +30,7 @@ cases=$(cat <<'LIST'
 tc_over_tlsf||cache: its next layer heap lacks capability BATCH (refills and releases move objects of one class in batches)
 tc_over_tlsf||cache: its next layer heap lacks capability OWNER (an unsized free finds its list with owner_slot)
 tc_sizeclass_mismatch||cache: its sizeclass policy differs from that of its next layer slab (give both the same SM_SIZECLASS)
-decay_grow_over_brk||large: its next layer os lacks capability MAPPING (remap and split, for SM_OPT_GROW 1)
+decay_grow_over_brk||large: its next layer os lacks capability MAPPING (remap, split and join, for SM_OPT_GROW 1)
 decay_grow_over_brk|-DGROW=0|
 tc_over_passthrough||
 policy_not_included|-Wno-error|unknown type name

@@ -22,13 +22,14 @@
  *                       layer's N_remap, and cut a too-large block with N_split and keep the tail,
  *                       instead of unmapping it: resident pages are reused instead of faulting new
  *                       mappings in, and the cache does not pile up blocks too small for the requests
- *                       (default 0). Needs capability MAPPING of the next layer (mmap_heap has it)
+ *                       (default 0); a freed block is joined with cached blocks that touch it (join).
+ *                       Needs capability MAPPING of the next layer (mmap_heap has it)
  *   SM_OPT_MAX_BLOCKS   at most this many blocks cached (default 64)
  *   SM_OPT_MAX_BYTES    at most this many bytes cached, dirty or purged (default 256 MiB)
  * Properties: thread_safe when the sync policy and the next layer are (the next layer is called
  * outside the lock); min_align of the next layer (every cached block came from it); zeroed 0 (dirty
  * blocks are reused as they are; purged ones come back with SM_F_FRESH). Capabilities: offers none;
- * needs MAPPING of the next layer (remap, split) with SM_OPT_GROW 1. Also L_flush, L_is_cached.
+ * needs MAPPING of the next layer (remap, split, join) with SM_OPT_GROW 1. Also L_flush, L_is_cached.
  *
  * Invariants:
  * - The cache is a fixed array of SM_OPT_MAX_BLOCKS slots in the instance's static object (no
@@ -38,8 +39,11 @@
  *   reaches this layer and each large allocation compares CLOCK_MONOTONIC_COARSE (vDSO) with
  *   next_deadline (one load); only when it has passed is the cache scanned. Keeping a block notes it
  *   (sm_release_note), so a release clock purges and returns it even when the program stops calling.
- * Lock order: cache lock -> next layer's locks in the fork hooks only; elsewhere the next layer
- * (purge, unmap, map) is called outside it. Request-path sections run under atomic_exec.
+ * - With SM_OPT_GROW 1, no two cached blocks touch: a freed block is joined with its cached
+ *   neighbours (the next layer's join) before it is kept, unless the next layer refuses.
+ * Lock order: cache lock -> next layer's locks, in the fork hooks and for join (a registry update, no
+ * system call); the next layer's purge, unmap and map are called outside it. Request-path sections
+ * run under atomic_exec.
  * Parts, in layers/addon/decay_cache/ and included below (by this template only): chores.h
  * (eviction, collect, do_chores, decay: the work found under the lock and done after it).
  * @model: name=decay_cache kind=addon slot sync slot err
@@ -86,7 +90,7 @@
 #ifndef SM_OPT_MAX_BLOCKS
 #define SM_OPT_MAX_BLOCKS 64
 #endif
-SM_REQUIRE_CAP_WHEN(SM_OPT_GROW, MAPPING, "remap and split, for SM_OPT_GROW 1");
+SM_REQUIRE_CAP_WHEN(SM_OPT_GROW, MAPPING, "remap, split and join, for SM_OPT_GROW 1");
 #ifndef SM_OPT_MAX_BYTES
 #define SM_OPT_MAX_BYTES ((size_t)256 << 20)
 #endif

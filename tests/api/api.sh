@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# malloc API conformance, C++ operator forms, fork + threads, early allocation and dlopen,
+# malloc API conformance, C++ operator forms, fork + threads, threads joined after a burst
+# (join_burst), early allocation and dlopen,
 # RLIMIT_AS near the working set (rlimit_as), for
 # every instance in $INSTANCES. Case names: <inst>/preload/<case> (program run with
 # LD_PRELOAD=lib<inst>.so), <inst>/linked/<case> (api_conformance built against libsm_<inst>.a,
@@ -14,7 +15,7 @@ for arg in "$@"; do
 usage: tests/api/api.sh [-h|--help]        (one of the tests that tests/run.sh and make test run)
 
 Checks the malloc API of every instance: api_conformance, the C++ operator forms, fork with
-threads and from a signal handler, allocation before main and through dlopen, the address space
+threads and from a signal handler, threads joined after a burst in fresh processes, allocation before main and through dlopen, the address space
 running out (RLIMIT_AS), a signal handler that allocates; each program run
 with LD_PRELOAD=lib<inst>.so, api_conformance also linked against libsm_<inst>.a (prefixed API).
 glibc's malloc runs api_conformance first, to validate the test itself.
@@ -34,7 +35,7 @@ SM_NS=api
 sm_require_instances
 
 T="$SM_BUILD/tests/api"
-for b in api_conformance cxx_forms fork_threads fork_signal early_dlopen rlimit_as signal_alloc; do
+for b in api_conformance cxx_forms fork_threads join_burst fork_signal early_dlopen rlimit_as signal_alloc; do
     sm_need_bin "$T/$b" || exit 1
 done
 
@@ -64,6 +65,7 @@ for inst in $INSTANCES; do
     fi
     sm_run "$inst/preload" 60 "$lib" "$T/cxx_forms"
     sm_run "$inst/preload" 90 "$lib" "$T/fork_threads"
+    sm_run "$inst/preload" 150 "$lib" "$T/join_burst"
     # fork() from a signal handler that interrupted the allocator (glibc's tst-mallocfork2). The
     # combining policy ccsynch queues its waiters: such a fork can wait for ever there (known,
     # docs/reliability.md), so its instances skip the program (SM_QUEUED_SYNC: more such instances,

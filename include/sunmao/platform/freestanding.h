@@ -93,6 +93,7 @@ static inline void sm_plat_wait_while(int *word, int value, uint64_t timeout_ms)
 }
 static inline void sm_plat_wake(int *word) { (void)word; }
 
+static inline bool sm_plat_in_loader(const void *pc) { (void)pc; return false; } /* no loader */
 static inline int sm_plat_cpu(void) { return 0; }
 static inline uintptr_t sm_plat_self(void) { return 1; } /* the one thread */
 static inline void sm_plat_yield(void) {}

@@ -21,6 +21,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <link.h> /* ElfW */
 #include <sys/auxv.h>
 #include <sys/mman.h>
 #include <sys/syscall.h>
@@ -417,6 +418,29 @@ static inline bool sm_plat_spawn(void *(*fn)(void *), const char *name)
     if (rc == 0)
         pthread_setname_np(t, name);
     return rc == 0;
+}
+
+/* Whether pc lies in the dynamic loader's code (ld.so, found by AT_BASE and its program headers,
+ * read once; no lock, no call that could allocate). glibc frees from there while it holds locks
+ * that pthread_create takes (the stack cache lock, when pthread_join frees a dead thread's TLS
+ * vector): a thread must not be started from such a free. */
+static inline bool sm_plat_in_loader(const void *pc)
+{
+    static uintptr_t lo, hi; /* [lo, hi): benign race, every thread computes the same range */
+    if (__atomic_load_n(&hi, __ATOMIC_ACQUIRE) == 0) {
+        uintptr_t base = (uintptr_t)getauxval(AT_BASE), end = 1; /* 1: looked, no loader */
+        if (base) {
+            const ElfW(Ehdr) *eh = (const ElfW(Ehdr) *)base;
+            const ElfW(Phdr) *ph = (const ElfW(Phdr) *)(base + eh->e_phoff);
+            for (unsigned i = 0; i < eh->e_phnum; i++)
+                if (ph[i].p_type == PT_LOAD && base + ph[i].p_vaddr + ph[i].p_memsz > end)
+                    end = base + ph[i].p_vaddr + ph[i].p_memsz;
+        }
+        __atomic_store_n(&lo, base, __ATOMIC_RELAXED);
+        __atomic_store_n(&hi, end, __ATOMIC_RELEASE);
+    }
+    uintptr_t a = (uintptr_t)pc;
+    return a >= __atomic_load_n(&lo, __ATOMIC_RELAXED) && a < hi;
 }
 
 /* Hooks around fork(): prepare in the parent before it, parent / child after it. */

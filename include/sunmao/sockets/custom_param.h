@@ -62,7 +62,7 @@ SM_EXPORT void *SM_PARAM_API(aligned_alloc_tagged)(size_t align, size_t size, ui
 SM_EXPORT void SM_PARAM_API(free_tagged)(void *ptr, uint16_t tag)
 {
     if (ptr)
-        sm_socket_free_miss(ptr, 0, sm_param_flags(tag), SM_OWNER_UNKNOWN);
+        sm_socket_free_miss(ptr, 0, sm_param_flags(tag), SM_OWNER_UNKNOWN, NULL);
 }
 
 #undef SM_PARAM_API

@@ -262,7 +262,8 @@ SM_INLINE void *sm_socket_alloc_stack(size_t size, size_t align, unsigned flags)
     return p;
 }
 
-SM_INLINE void sm_socket_free_stack(void *ptr, size_t size, unsigned flags, uintptr_t owner_word)
+/* caller: the code that called the API's free (NULL: unknown, not the loader). */
+SM_INLINE void sm_socket_free_stack(void *ptr, size_t size, unsigned flags, uintptr_t owner_word, const void *caller)
 {
     if (sm_unlikely(sm_conf.fill & SM_CONF_JUNK_FREE))
         sm_socket_junk_free(ptr);
@@ -274,11 +275,13 @@ SM_INLINE void sm_socket_free_stack(void *ptr, size_t size, unsigned flags, uint
             sm_stats_thread_bytes[1] += q.usable;
     }
     SM_NEXT_FN(free_miss)(&c);
-    /* Not in a fork child until it allocates: its first frees are often glibc's own, under the
-     * stack cache lock that pthread_create takes (pthread_join freeing the parent's threads' TLS),
-     * and a start from there never returns. The note stays pending; the child's first allocation
-     * down the stack starts the clock. */
-    if (!__atomic_load_n(&sm_socket_bg_forked, __ATOMIC_RELAXED))
+    /* Not from a free of the dynamic loader's: glibc frees a dead thread's TLS vector there under
+     * the stack cache lock that pthread_create takes (pthread_join, thread exit), and a start from
+     * there never returns (16 threads joined after a burst hung 3 runs in 3). Not in a fork child
+     * until it allocates: its first frees are often that same one, of the parent's threads. The
+     * note stays pending; the next free from elsewhere or allocation down the stack starts the
+     * clock. */
+    if (!__atomic_load_n(&sm_socket_bg_forked, __ATOMIC_RELAXED) && !sm_plat_in_loader(caller))
         sm_socket_bg_check();
 }
 
@@ -291,10 +294,11 @@ static __attribute__((noinline)) void *sm_socket_alloc_miss(size_t size, size_t 
     return sm_socket_alloc_stack(size, align, flags);
 }
 
-static __attribute__((noinline)) void sm_socket_free_miss(void *ptr, size_t size, unsigned flags, uintptr_t owner_word)
+static __attribute__((noinline)) void sm_socket_free_miss(void *ptr, size_t size, unsigned flags, uintptr_t owner_word,
+                                                          const void *caller)
 {
     (void)sm_socket_ready(); /* a failed start-up leaves the free to the stack, as it always was */
-    sm_socket_free_stack(ptr, size, flags, owner_word);
+    sm_socket_free_stack(ptr, size, flags, owner_word, caller);
 }
 
 /* The one allocation path every API function funnels into: the top layer's hit path, else the
@@ -316,13 +320,14 @@ SM_HOT void sm_socket_free(void *ptr, size_t size, unsigned flags)
     if (!ptr)
         return;
     if (!SM_HAS_CAP(SM_NEXT, SM_CAP_HIT)) {
-        sm_socket_free_stack(ptr, size, flags, SM_OWNER_UNKNOWN);
+        sm_socket_free_stack(ptr, size, flags, SM_OWNER_UNKNOWN, __builtin_return_address(0));
         return;
     }
     uintptr_t owner_word = SM_OWNER_UNKNOWN;
     if (sm_likely(SM_NEXT_FN(free_hit)(ptr, size, flags, &owner_word)))
         return;
-    sm_socket_free_miss(ptr, size, flags, owner_word); /* what the hit read of p's owner goes along */
+    /* what the hit read of p's owner goes along; the return address: the API function's caller */
+    sm_socket_free_miss(ptr, size, flags, owner_word, __builtin_return_address(0));
 }
 
 /* Usable size of an owned block; 0 (after reporting) for a pointer no layer owns. */

@@ -118,7 +118,7 @@
  * layers it adds and the socket on top of sunmao_cache. */
 #ifndef SM_INSTANCE_BASE
 /* Heap profiling and leak reports (SUNMAO_CONF prof:true, docs/operations.md), off by default: then
- * a TLS countdown that never runs out on malloc and one range test on free (docs/layers.md, prof). */
+ * one byte tested on each hit path (docs/operations.md, heap profiles). */
 #define SM_LAYER sunmao_prof
 #define SM_NEXT  sunmao_cache
 #define SM_SYNC  mutex

@@ -5,8 +5,8 @@
  * sampled one, and writes profiles that jeprof, google-pprof and Go pprof read (prof/dump.h): on
  * demand (prof.dump), every 2^lg_prof_interval bytes, on new highs of sampled live bytes
  * (prof_gdump), at exit (prof_final), and with a leak summary at exit (prof_leak). All of it reads
- * sm_conf (core/conf.h) in create; with prof:false the layer is one TLS countdown that never runs
- * out and one range test on free.
+ * sm_conf (core/conf.h) in create; with prof:false the layer is one test of a byte on each hit
+ * path.
  *
  * Parameters: SM_LAYER, SM_NEXT (must offer HIT: it sits on a thread cache), SM_SYNC (the lock of
  * the records, taken on samples, dumps and frees of sampled blocks only), SM_ERR (bad frees of
@@ -21,9 +21,10 @@
  * thread-safe with its lock.
  *
  * The hit paths:
- *   malloc  left -= size; if (left < 0) miss; else the next layer's hit.   (left: the thread's
- *           bytes to its next sample, initial-exec TLS; INT64_MAX with profiling off)
- *   free    if (p is in the sampled range) miss; else the next layer's hit.
+ *   malloc  if counting: left -= size, and if (left < 0) miss; then the next layer's hit.
+ *           (counting: set in create when profiling is on; left: the thread's bytes to its next
+ *           sample, initial-exec TLS)
+ *   free    if counting and p is in the sampled range: miss; else the next layer's hit.
  * A miss with left < 0 is a sample: the block gets a slot of its own in the sampled range
  * (prof/slots.h: page-rounded, no header, so free, getmeta, resize and aligned requests need no
  * lookup beyond its address) and its stack a record (prof/stacks.h). A thread's first allocation
@@ -86,6 +87,11 @@ static __thread struct {
 /* The sampled range's start. Until it is reserved, the top 2^SM_OPT_LG_RANGE bytes of the address
  * space (the kernel's, never a user pointer), so the free test needs no "reserved yet?" branch. */
 static uintptr_t SM_FN(base) = (uintptr_t)0 - ((uintptr_t)1 << SM_OPT_LG_RANGE);
+
+/* Whether the hit paths do any of this layer's work: set once, in create, when profiling is on
+ * (no sampled block can exist before). Off, malloc's hit path reads this byte instead of storing
+ * the countdown, and free's instead of testing the range: 6 instructions fewer a pair. */
+static bool SM_FN(counting);
 
 SM_HOT bool SM_FN(in_range)(const void *p) { return (((uintptr_t)p - SM_FN(base)) >> SM_OPT_LG_RANGE) == 0; }
 
@@ -219,16 +225,18 @@ static __attribute__((noinline)) void SM_FN(sample_free)(void *p)
 /* ---- The hit paths (see the header comment) ---- */
 SM_HOT void *SM_FN(alloc_hit)(size_t size)
 {
-    int64_t left = (int64_t)((uint64_t)SM_FN(tls).left - size);
-    SM_FN(tls).left = left;
-    if (sm_unlikely(left < 0))
-        return NULL;
+    if (sm_unlikely(SM_FN(counting))) {
+        int64_t left = (int64_t)((uint64_t)SM_FN(tls).left - size);
+        SM_FN(tls).left = left;
+        if (sm_unlikely(left < 0))
+            return NULL;
+    }
     return SM_NEXT_FN(alloc_hit)(size);
 }
 
 SM_HOT bool SM_FN(free_hit)(void *p, size_t size, unsigned flags, uintptr_t *owner_word)
 {
-    if (sm_unlikely(SM_FN(in_range)(p)))
+    if (sm_unlikely(SM_FN(counting)) && SM_FN(in_range)(p))
         return false;
     return SM_NEXT_FN(free_hit)(p, size, flags, owner_word);
 }
@@ -401,6 +409,7 @@ SM_INLINE int SM_FN(create)(void)
     memcpy(SM_FN(obj).prefix, sm_conf.prof_prefix, n);
     SM_FN(obj).prefix[n] = '\0';
     __atomic_store_n(&SM_FN(obj).enabled, true, __ATOMIC_RELEASE);
+    __atomic_store_n(&SM_FN(counting), true, __ATOMIC_RELAXED);
     sm_prof_hooks = &SM_FN(hooks);
     if (sm_conf.prof_final || sm_conf.prof_leak)
         (void)sm_plat_at_exit(SM_FN(at_exit));

@@ -238,12 +238,21 @@ static bool rcl_served(sm_sync_rcl_t *l, int hammers)
     return served;
 }
 
-/* After contention the lock has a server, and posted sections run on it. */
+/* After contention the lock has a server, and posted sections run on it. Contention needs two
+ * threads in the lock at once, which a busy machine may not give for a while (CI once saw 20,000
+ * rounds against 2 hammers without one): rounds go on until the server exists, for up to 30 s. */
 static void rcl_sections_run_on_the_server(void)
 {
-    rcl_contend(&rcl_lock, 2, 20000);
-    int state = rcl_state(&rcl_lock);
-    CHECKF(state == SM_SYNC_RCL_RUNNING || state == SM_SYNC_RCL_PARKED, "state %d: no server after contention", state);
+    int state = SM_SYNC_RCL_NOSERVER;
+    for (time_t end = time(NULL) + 30; time(NULL) < end;) {
+        rcl_contend(&rcl_lock, 2, 20000);
+        state = rcl_state(&rcl_lock);
+        if (state == SM_SYNC_RCL_RUNNING || state == SM_SYNC_RCL_PARKED)
+            break;
+    }
+    CHECKF(state == SM_SYNC_RCL_RUNNING || state == SM_SYNC_RCL_PARKED,
+           "state %d: no server after 30 s of contention (%u contended calls wanted one)", state,
+           __atomic_load_n(&rcl_lock.tries, __ATOMIC_RELAXED));
     CHECKF(rcl_served(&rcl_lock, 1), "no section ran on the server (state %d)", rcl_state(&rcl_lock));
 }
 

@@ -6,7 +6,8 @@
  * back exactly once. Then trylock on a held and a free lock, and fork: the lock taken in
  * fork_prepare's place, the child re-creates it and uses it while the parent's threads go on.
  * rcl has cases of its own at the end: sections run on its server, the server parks and is woken,
- * the fallbacks (no slot free, server being created), and rcl nested in rcl. */
+ * the fallbacks (no slot free, server being created), rcl nested in rcl, and no server while the
+ * platform pauses spawning. */
 #include <pthread.h>
 #include <stdint.h>
 #include <string.h>
@@ -377,6 +378,41 @@ static void rcl_nested_in_rcl(void)
            inner_data.n, inner_n, inner_data.overlaps);
 }
 
+/* While the platform pauses spawning (a socket does, around a free the dynamic loader made, which
+ * may hold a lock pthread_create takes), a contended call runs its section on its caller and creates
+ * no server; once resumed, the next contended call that may try does. */
+static sm_sync_rcl_t rcl_paused = SM_SYNC_rcl_INIT;
+static void rcl_no_server_while_spawn_paused(void)
+{
+    pthread_t t;
+    struct whose w;
+    sm_sync_rcl_atomic_exec(&rcl_paused, whose_section, &w); /* on the registry */
+    sm_plat_pause_spawn();
+    sm_plat_pause_spawn(); /* nested: one resume does not end the pause */
+    hold_meanwhile(&t, &rcl_paused);
+    sm_sync_rcl_atomic_exec(&rcl_paused, whose_section, &w); /* contended: try 1 */
+    pthread_join(t, NULL);
+    sm_plat_resume_spawn();
+    CHECK(sm_plat_spawn_paused());
+    hold_meanwhile(&t, &rcl_paused);
+    sm_sync_rcl_atomic_exec(&rcl_paused, whose_section, &w); /* contended: try 2 */
+    pthread_join(t, NULL);
+    CHECKF(rcl_state(&rcl_paused) == SM_SYNC_RCL_NOSERVER && pthread_equal(w.ran_on, pthread_self()),
+           "a server was created while spawning was paused (state %d)", rcl_state(&rcl_paused));
+    sm_plat_resume_spawn();
+    CHECK(!sm_plat_spawn_paused());
+    for (int i = 0; i < 2; i++) { /* try 3 backs off (not a power of two), try 4 creates it */
+        hold_meanwhile(&t, &rcl_paused);
+        sm_sync_rcl_atomic_exec(&rcl_paused, whose_section, &w);
+        pthread_join(t, NULL);
+    }
+    for (int i = 0; i < 3000 && rcl_state(&rcl_paused) == SM_SYNC_RCL_STARTING; i++)
+        usleep(10000);
+    int state = rcl_state(&rcl_paused);
+    CHECKF(state == SM_SYNC_RCL_RUNNING || state == SM_SYNC_RCL_PARKED, "no server once resumed (state %d, %u tries)",
+           state, rcl_paused.tries);
+}
+
 #define RUN_SUITE(P)                                                                                         \
     do {                                                                                                     \
         RUN_CASE(P##_exact_under_contention);                                                                \
@@ -400,5 +436,6 @@ int main(void)
     RUN_CASE(rcl_parks_and_wakes);
     RUN_CASE(rcl_fallbacks);
     RUN_CASE(rcl_nested_in_rcl);
+    RUN_CASE(rcl_no_server_while_spawn_paused);
     return check_end();
 }

@@ -156,6 +156,9 @@ static inline bool sm_plat_spawn(void *(*fn)(void *), const char *name)
     (void)fn, (void)name;
     return false;
 }
+static inline void sm_plat_pause_spawn(void) {} /* no threads are ever started */
+static inline void sm_plat_resume_spawn(void) {}
+static inline bool sm_plat_spawn_paused(void) { return false; }
 static inline void sm_plat_atfork(void (*prepare)(void), void (*parent)(void), void (*child)(void))
 {
     (void)prepare, (void)parent, (void)child;

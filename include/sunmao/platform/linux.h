@@ -440,8 +440,17 @@ static inline bool sm_plat_in_loader(const void *pc)
         __atomic_store_n(&hi, end, __ATOMIC_RELEASE);
     }
     uintptr_t a = (uintptr_t)pc;
-    return a >= __atomic_load_n(&lo, __ATOMIC_RELAXED) && a < hi;
+    return a && a >= __atomic_load_n(&lo, __ATOMIC_RELAXED) && a < hi; /* NULL: unknown (without a loader, [0, 1)) */
 }
+
+/* Spawning paused on this thread: a socket pauses it around the slow path of a request the
+ * dynamic loader made (sm_plat_in_loader), which may hold a lock that pthread_create takes; a
+ * policy that starts threads from a request (sync/rcl) asks sm_plat_spawn_paused first and tries
+ * again later. A count, so that nested requests nest. initial-exec: no allocation to reach it. */
+static __thread unsigned sm_plat_spawn_pauses __attribute__((tls_model("initial-exec"), unused));
+static inline void sm_plat_pause_spawn(void) { sm_plat_spawn_pauses++; }
+static inline void sm_plat_resume_spawn(void) { sm_plat_spawn_pauses--; }
+static inline bool sm_plat_spawn_paused(void) { return sm_plat_spawn_pauses != 0; }
 
 /* Hooks around fork(): prepare in the parent before it, parent / child after it. */
 static inline void sm_plat_atfork(void (*prepare)(void), void (*parent)(void), void (*child)(void))

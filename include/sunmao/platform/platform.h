@@ -27,6 +27,8 @@
  *            sm_plat_key_t, sm_plat_key_create(key, on_exit) and sm_plat_key_set(key, value): the
  *            thread-exit hook; sm_plat_spawn(fn, name) a detached helper thread, signals blocked;
  *            sm_plat_in_loader(pc) pc is the dynamic loader's code (no thread may start from there);
+ *            sm_plat_pause_spawn() / sm_plat_resume_spawn() around a request from there, and
+ *            sm_plat_spawn_paused() asked before a request starts a thread;
  *            sm_plat_atfork(prepare, parent, child); sm_plat_self() the calling thread as a
  *            nonzero word, the same in a fork child (a lock's owner)
  *   process  sm_plat_entropy(buf, n <= 16) bytes the OS gave at start, false if none;

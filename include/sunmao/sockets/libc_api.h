@@ -274,14 +274,22 @@ SM_INLINE void sm_socket_free_stack(void *ptr, size_t size, unsigned flags, uint
         if (SM_NEXT_FN(getmeta)(&q))
             sm_stats_thread_bytes[1] += q.usable;
     }
+    /* No thread starts from a free of the dynamic loader's: glibc frees a dead thread's TLS vector
+     * there under the stack cache lock that pthread_create takes (pthread_join, thread exit), and a
+     * start from there never returns (16 threads joined after a burst hung 3 runs in 3). The
+     * layers' own starts (an rcl lock's server) are paused for the free; the release clock waits:
+     * the note stays pending, and the next free from elsewhere or allocation down the stack starts
+     * it. Nor in a fork child until it allocates: its first frees are often that same one, of the
+     * parent's threads. */
+    bool from_loader = sm_plat_in_loader(caller);
+    if (sm_unlikely(from_loader)) {
+        sm_plat_pause_spawn();
+        SM_NEXT_FN(free_miss)(&c);
+        sm_plat_resume_spawn();
+        return;
+    }
     SM_NEXT_FN(free_miss)(&c);
-    /* Not from a free of the dynamic loader's: glibc frees a dead thread's TLS vector there under
-     * the stack cache lock that pthread_create takes (pthread_join, thread exit), and a start from
-     * there never returns (16 threads joined after a burst hung 3 runs in 3). Not in a fork child
-     * until it allocates: its first frees are often that same one, of the parent's threads. The
-     * note stays pending; the next free from elsewhere or allocation down the stack starts the
-     * clock. */
-    if (!__atomic_load_n(&sm_socket_bg_forked, __ATOMIC_RELAXED) && !sm_plat_in_loader(caller))
+    if (!__atomic_load_n(&sm_socket_bg_forked, __ATOMIC_RELAXED))
         sm_socket_bg_check();
 }
 

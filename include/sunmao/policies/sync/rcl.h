@@ -31,8 +31,9 @@
  * its word): a held word stores an address on its holder's stack, every lock ever taken is on a
  * registry, and a server is created only if no held word lies within SM_SYNC_RCL_NEAR of the
  * creator's stack, so a thread inside an rcl section (as caller or as server) never creates one;
- * another thread's stack that near only delays it. Retries back off (1, 2, 4 .. 1024, then every
- * 1024th contended call). A lock of another policy held by the caller is invisible here: under
+ * another thread's stack that near only delays it. Nor while the platform pauses spawning (a
+ * request of the dynamic loader's, which may hold a lock pthread_create takes: platform.h).
+ * Retries back off (1, 2, 4 .. 1024, then every 1024th contended call). A lock of another policy held by the caller is invisible here: under
  * such a layer, use rcl only where thread creation's allocation does not reach that layer.
  *
  * Fork: prepare locks; the child's reinit frees the word and the slots and sets "no server", so
@@ -262,7 +263,7 @@ SM_SLOWPATH void sm_sync_rcl_start(sm_sync_rcl_t *l)
     if (!__atomic_compare_exchange_n(&l->state, &s, SM_SYNC_RCL_STARTING, false, __ATOMIC_ACQ_REL, __ATOMIC_RELAXED))
         return;
     sm_sync_rcl_t *none = NULL;
-    if (sm_sync_rcl_holds_any() ||
+    if (sm_plat_spawn_paused() || sm_sync_rcl_holds_any() ||
         !__atomic_compare_exchange_n(&sm_sync_rcl_handoff, &none, l, false, __ATOMIC_ACQ_REL, __ATOMIC_RELAXED)) {
         __atomic_store_n(&l->state, SM_SYNC_RCL_NOSERVER, __ATOMIC_RELEASE);
         return;

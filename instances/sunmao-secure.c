@@ -20,6 +20,8 @@
  */
 #define SM_INSTANCE_BASE 1
 #define SM_INSTANCE_HARDEN 2
+#define SM_INSTANCE_HOLD_BYTES (8u << 10) /* a quarantine in the thread cache's lists */
+#define SM_INSTANCE_LINK_AT 16 /* under tail_chksum's header: the program's first bytes */
 #include "sunmao.c"
 #include <sunmao/policies/chksum/xor.h>
 
@@ -29,16 +31,8 @@
 #define SM_ERR    warn
 #include <sunmao/layers/addon/tail_chksum.h>
 
-#define SM_LAYER  sunmao_secure_delayed
-#define SM_NEXT   sunmao_secure_tail
-#define SM_CHKSUM xor
-#define SM_ERR    warn
-#define SM_OPT_NODE_XOR 1
-#define SM_OPT_DELAYED_SIZE (64u << 10)
-#include <sunmao/layers/addon/delayed_free.h> /* the paper's `delayed` */
-
 #define SM_LAYER sunmao_secure_guard
-#define SM_NEXT  sunmao_secure_delayed
+#define SM_NEXT  sunmao_secure_tail
 #define SM_SYNC  mutex
 #define SM_ERR   warn
 #define SM_OPT_SAMPLE_EVERY 5000

@@ -108,9 +108,16 @@
  * 4.8 -> 4.5 MiB; alloc-test 0.29 -> 0.31 s (more refills of its large classes), the rest unchanged
  * (32 KiB: glibc-thread 4.3 MiB, alloc-test unchanged). Only classes above 512 B are affected. */
 #define SM_OPT_BATCH_BYTES (16u << 10)
-/* A base's variant may check the lists harder (sunmao-secure: 2, docs/security.md). */
+/* A base's variant may check the lists harder, and hold freed objects back in them (sunmao-secure,
+ * docs/security.md). */
 #ifdef SM_INSTANCE_HARDEN
 #define SM_OPT_HARDEN SM_INSTANCE_HARDEN
+#endif
+#ifdef SM_INSTANCE_HOLD_BYTES
+#define SM_OPT_HOLD_BYTES SM_INSTANCE_HOLD_BYTES
+#endif
+#ifdef SM_INSTANCE_LINK_AT
+#define SM_OPT_LINK_AT SM_INSTANCE_LINK_AT
 #endif
 #include <sunmao/layers/addon/thread_cache.h>
 

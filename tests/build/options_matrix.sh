@@ -93,6 +93,8 @@ thread_cache|MX_THREAD|SM_OPT_DOUBLE_FREE_CHECK=0;SM_OPT_HARDEN=0|
 thread_cache|MX_THREAD|SM_OPT_HARDEN=0|
 thread_cache|MX_THREAD|SM_OPT_HARDEN=2|sizeof ut_tls->check == sizeof(uintptr_t)
 thread_cache|MX_THREAD|SM_OPT_CORE_AWARE=1|sizeof ut_obj.core_kib > sizeof(uint32_t)
+thread_cache|MX_THREAD|SM_OPT_LINK_AT=16|ut_words((void *)0) == (uintptr_t *)16
+thread_cache|MX_THREAD|SM_OPT_HOLD_BYTES=4096|sizeof ut_tls->tail == sizeof(void *) * ut_class_count
 thread_cache|MX_THREAD|SM_SYNC=spinlock;SM_OPT_TOTAL_BYTES=(4u << 20)|ut_pooled == 1
 thread_cache|MX_THREAD|SM_RECLAIM=none;SM_OPT_CACHE_BYTES=(16u << 10)|sizeof ut_tls->mark[0] == 1
 tarrcache|MX_TARR|SM_OPT_CAP=4|ut_cap == 4

@@ -37,6 +37,16 @@
  *                 object must also be the start of an object of the list's class or larger in the
  *                 next layer's owner map. A failed check is reported once (SM_ERR, heap corruption)
  *                 and the rest of the list is dropped, never followed (docs/security.md).
+ *   SM_OPT_LINK_AT  where in a free object its words go: 0 (default) or 16, for a layer above that
+ *                 keeps its own header in an object's first 16 bytes (tail_chksum): the words are
+ *                 then the program's first bytes, where a dangling pointer writes. Classes smaller
+ *                 than LINK_AT + 16 bytes are not cached.
+ *   SM_OPT_HOLD_BYTES  a quarantine in the lists themselves (0, the default: none, LIFO lists): each
+ *                 list is a FIFO (a free joins its tail, malloc takes its head) that keeps back
+ *                 hold = max(1, HOLD_BYTES / class size) objects, so an object is handed out again
+ *                 only after at least `hold` later frees of its class; refills go in front of
+ *                 them. With SM_OPT_HARDEN a write into a held object's words is reported when it
+ *                 reaches the head, or the tail (docs/security.md).
  * Requires of the next layer (core/capability.h; a compile error names what is missing): BATCH
  * (refills and releases), OWNER (an unsized free's list is owner_slot(p, block_owner(p)), its one
  * lookup, whose word the miss reuses and passes down; owner_local is asked on a free's slow path
@@ -48,7 +58,7 @@
  * @model: key cache_bytes size paper=cache_size key total_bytes size
  * @model: key core_aware bool paper=coreaware_cachesize key batch_max int key batch_bytes size
  * @model: key list_max int key gc_events int key idle_scan_refills int
- * @model: key double_free_check bool key harden int
+ * @model: key double_free_check bool key harden int key link_at int key hold_bytes size
  * @check: <sunmao/policies/sync/spinlock.h> <sunmao/policies/sizeclass/tc.h> <sunmao/policies/err/warn.h> SM_LAYER=s SM_NEXT=fake_next SM_SYNC=spinlock SM_SIZECLASS=tc SM_ERR=warn <sunmao/layers/core/slab_lk.h> SM_LAYER=t SM_NEXT=s SM_SIZECLASS=tc SM_ERR=warn
  * @check-next: fake
  *
@@ -122,6 +132,15 @@
 #ifndef SM_OPT_HARDEN
 #define SM_OPT_HARDEN 1
 #endif
+#ifndef SM_OPT_LINK_AT
+#define SM_OPT_LINK_AT 0
+#endif
+#ifndef SM_OPT_HOLD_BYTES
+#define SM_OPT_HOLD_BYTES 0
+#endif
+_Static_assert((SM_OPT_LINK_AT) == 0 || (SM_OPT_LINK_AT) == 16, "thread_cache: SM_OPT_LINK_AT must be 0 or 16");
+_Static_assert((SM_OPT_HOLD_BYTES) >= 0 && (SM_OPT_HOLD_BYTES) <= (1u << 24),
+               "thread_cache: SM_OPT_HOLD_BYTES must be in [0, 16 MiB]");
 _Static_assert((SM_OPT_HARDEN) >= 0 && (SM_OPT_HARDEN) <= 2, "thread_cache: SM_OPT_HARDEN must be 0, 1 or 2");
 _Static_assert(!(SM_OPT_HARDEN) || (SM_OPT_DOUBLE_FREE_CHECK),
                "thread_cache: SM_OPT_HARDEN needs SM_OPT_DOUBLE_FREE_CHECK (the check word is the cached tag)");
@@ -169,8 +188,14 @@ enum {
 
 /* One size class's list. 16 bytes, so list[cls] is a shift away from the cache pointer. */
 struct SM_FN(list) {
-    void *head;     /* LIFO of free objects, linked through their first word */
+    void *head;     /* LIFO of free objects (FIFO with SM_OPT_HOLD_BYTES: the oldest), linked
+                     * through their word at SM_OPT_LINK_AT */
+#if SM_OPT_HOLD_BYTES
+    uint16_t count; /* objects on the list (list_max <= 65535) */
+    uint16_t hold;  /* malloc takes the head only while count > hold (0 in the constant caches) */
+#else
     uint32_t count; /* objects on the list */
+#endif
     uint16_t limit; /* a free that finds count == limit takes the slow path */
     uint16_t low;   /* low-water mark of count since the last pass, if the reclaim policy keeps one */
 };
@@ -194,6 +219,8 @@ struct SM_FN(cache) {
     /* The reclaim policy's state per list: after the lists, off the hit paths' lines. */
     SM_RECLAIM_FN(mark_t) mark[SM_FN(class_count)];
     size_t want; /* SM_OPT_CACHE_BYTES, or its share for the thread's core (SM_OPT_CORE_AWARE) */
+    /* SM_OPT_HOLD_BYTES: each list's last object (where a free joins), valid while count > 0 */
+    void *tail[SM_OPT_HOLD_BYTES ? SM_FN(class_count) : 1];
     struct SM_FN(cache) *pool_next, *pool_prev; /* SM_SYNC: the pool's registry */
 };
 
@@ -234,6 +261,17 @@ SM_HOT struct SM_FN(list) *SM_FN(list_at)(struct SM_FN(cache) *cache, unsigned s
     return (struct SM_FN(list) *)((char *)cache->list + slot);
 }
 
+/* How many objects list l keeps back (SM_OPT_HOLD_BYTES; 0 without). */
+SM_HOT unsigned SM_FN(hold_of)(const struct SM_FN(list) *l)
+{
+#if SM_OPT_HOLD_BYTES
+    return l->hold;
+#else
+    (void)l;
+    return 0;
+#endif
+}
+
 /* The double-free tag written into the second word of cached objects (without SM_OPT_HARDEN): the
  * address of the layer's tables, made odd. The same in every cache, so a free from any thread sees
  * an object another thread's cache holds; never a value a program stores (no program holds a
@@ -255,9 +293,12 @@ SM_HOT uintptr_t SM_FN(tag_of)(const struct SM_FN(cache) *cache)
 
 /* Is p marked as a cached object: on a list of some cache, or given back below by one and not
  * handed out since? (Hardened: its pair holds.) */
+/* The two words of p a free object's link and mark occupy (SM_OPT_LINK_AT). */
+SM_HOT uintptr_t *SM_FN(words)(const void *p) { return (uintptr_t *)((uintptr_t)p + (SM_OPT_LINK_AT)); }
+
 SM_HOT bool SM_FN(is_cached)(const struct SM_FN(cache) *cache, const void *p)
 {
-    const uintptr_t *w = (const uintptr_t *)p;
+    const uintptr_t *w = SM_FN(words)(p);
     if (SM_OPT_HARDEN)
         return (w[0] ^ w[1]) == cache->check;
     return w[1] == SM_FN(tag_of)(cache);
@@ -266,7 +307,7 @@ SM_HOT bool SM_FN(is_cached)(const struct SM_FN(cache) *cache, const void *p)
 /* Writes p's link to next, marked as cached. */
 SM_HOT void SM_FN(link_store)(const struct SM_FN(cache) *cache, void *p, void *next)
 {
-    uintptr_t *w = (uintptr_t *)p;
+    uintptr_t *w = SM_FN(words)(p);
     if (SM_OPT_HARDEN) {
         uintptr_t w0 = (uintptr_t)next ^ cache->key;
         w[0] = w0;
@@ -281,13 +322,41 @@ SM_HOT void SM_FN(link_store)(const struct SM_FN(cache) *cache, void *p, void *n
 /* p's link, p verified (is_cached) when hardened. */
 SM_HOT void *SM_FN(link_load)(const struct SM_FN(cache) *cache, const void *p)
 {
-    uintptr_t w0 = *(const uintptr_t *)p;
+    uintptr_t w0 = *SM_FN(words)(p);
     return (void *)(SM_OPT_HARDEN ? w0 ^ cache->key : w0);
 }
 
-/* Puts p on list l of cache, tagged as cached so a second free of it is recognised. */
-SM_HOT void SM_FN(list_push)(const struct SM_FN(cache) *cache, struct SM_FN(list) *l, void *p)
+SM_SLOWPATH void SM_FN(list_corrupt)(const struct SM_FN(cache) *cache, struct SM_FN(list) *l, const void *p);
+
+/* SM_OPT_HOLD_BYTES: puts p at the tail of list l, tagged as cached; false, with nothing changed,
+ * if the tail's words are broken (the slow path reports it: list_put). */
+SM_HOT bool SM_FN(list_append)(struct SM_FN(cache) *cache, struct SM_FN(list) *l, void *p)
 {
+    void **tail = &cache->tail[SM_OPT_HOLD_BYTES ? l - cache->list : 0];
+    if (l->count) {
+        if (SM_OPT_HARDEN && sm_unlikely(!SM_FN(is_cached)(cache, *tail)))
+            return false;
+        SM_FN(link_store)(cache, *tail, p);
+    } else {
+        l->head = p;
+    }
+    SM_FN(link_store)(cache, p, NULL);
+    *tail = p;
+    l->count++;
+    return true;
+}
+
+/* Puts p on list l of cache, tagged as cached so a second free of it is recognised: at its head
+ * (LIFO), or with SM_OPT_HOLD_BYTES at its tail. */
+SM_HOT void SM_FN(list_push)(struct SM_FN(cache) *cache, struct SM_FN(list) *l, void *p)
+{
+    if (SM_OPT_HOLD_BYTES) {
+        if (sm_unlikely(!SM_FN(list_append)(cache, l, p))) {
+            SM_FN(list_corrupt)(cache, l, cache->tail[l - cache->list]); /* reported; the list starts anew */
+            (void)SM_FN(list_append)(cache, l, p);
+        }
+        return;
+    }
     SM_FN(link_store)(cache, p, l->head);
     l->head = p;
     l->count++;
@@ -310,7 +379,7 @@ SM_HOT void *SM_FN(pop)(const struct SM_FN(cache) *cache, struct SM_FN(list) *l,
     if (SM_RECLAIM_FN(low_water) && count < l->low)
         l->low = (uint16_t)count;
     if (SM_OPT_DOUBLE_FREE_CHECK)
-        ((uintptr_t *)head)[1] = 0;
+        SM_FN(words)(head)[1] = 0;
     return head;
 }
 
@@ -340,7 +409,7 @@ SM_HOT void *SM_FN(alloc_hit)(size_t size)
     unsigned slot = SM_FN(slot_of)(size);
     struct SM_FN(list) *l = SM_FN(list_at)(cache, slot);
     void *head = l->head;
-    if (sm_unlikely(!head) || !SM_FN(may_pop)(cache, head, slot))
+    if (sm_unlikely(!head) || (SM_OPT_HOLD_BYTES && l->count <= SM_FN(hold_of)(l)) || !SM_FN(may_pop)(cache, head, slot))
         return NULL;
     return SM_FN(pop)(cache, l, head);
 }
@@ -357,7 +426,8 @@ SM_HOT void *SM_FN(aligned_hit)(size_t size, size_t align)
     struct SM_FN(cache) *cache = SM_FN(tls);
     struct SM_FN(list) *l = &cache->list[cls];
     void *head = l->head;
-    if (!head || ((uintptr_t)head & (align - 1)) || !SM_FN(may_pop)(cache, head, cls << 4))
+    if (!head || (SM_OPT_HOLD_BYTES && l->count <= SM_FN(hold_of)(l)) || ((uintptr_t)head & (align - 1)) ||
+        !SM_FN(may_pop)(cache, head, cls << 4))
         return NULL;
     return SM_FN(pop)(cache, l, head);
 }
@@ -405,6 +475,8 @@ SM_HOT bool SM_FN(push)(void *p, unsigned slot)
     bool room = l->count < l->limit && (!SM_OPT_DOUBLE_FREE_CHECK || !SM_FN(is_cached)(cache, p));
     if (sm_unlikely(!room))
         return false;
+    if (SM_OPT_HOLD_BYTES)
+        return SM_FN(list_append)(cache, l, p);
     SM_FN(list_push)(cache, l, p);
     return true;
 }
@@ -439,7 +511,9 @@ SM_INLINE void *SM_FN(alloc_miss)(sm_mctx_t *c)
         if (p)
             return c->ptr = p;
     }
-    if (SM_FN(serves)(c)) {
+    /* SM_OPT_LINK_AT: a plain request of a class with no room for the words there goes straight
+     * down (an aligned one's class is at least its alignment, 32 or more). */
+    if (SM_FN(serves)(c) && (!(SM_OPT_LINK_AT) || c->size > (size_t)(SM_OPT_LINK_AT) || c->align > SM_MIN_ALIGN)) {
         void *p = c->align <= SM_MIN_ALIGN ? SM_FN(refill)(c->size, c) : SM_FN(refill_aligned)(c->size, c->align, c);
         if (p)
             return c->ptr = p;
@@ -448,7 +522,7 @@ SM_INLINE void *SM_FN(alloc_miss)(sm_mctx_t *c)
         c->size = SM_SIZECLASS_FN(class_to_size)(SM_SIZECLASS_FN(size_to_class)(c->size));
         p = SM_NEXT_FN(alloc)(c);
         if (SM_OPT_DOUBLE_FREE_CHECK && p)
-            ((uintptr_t *)p)[1] = 0; /* an object a cache gave back keeps its mark (overflow) */
+            SM_FN(words)(p)[1] = 0; /* an object a cache gave back keeps its mark (overflow) */
         return p;
     }
     sm_stats_thread_bytes[0] += c->size;
@@ -558,5 +632,7 @@ SM_INLINE void SM_FN(fork_child)(void)
 #undef SM_OPT_IDLE_SCAN_REFILLS
 #undef SM_OPT_DOUBLE_FREE_CHECK
 #undef SM_OPT_HARDEN
+#undef SM_OPT_LINK_AT
+#undef SM_OPT_HOLD_BYTES
 #define SM_LAYER_OFFERS SM_CAP_HIT
 #include "../../core/layer_end.h"

@@ -45,6 +45,12 @@ SM_SLOWPATH struct SM_FN(cache) *SM_FN(cache_get)(void)
         cache->key = (uintptr_t)sm_mix64(sm_secret() ^ (uintptr_t)cache ^ sm_plat_cycles());
         cache->check = SM_FN(obj).check;
     }
+#if SM_OPT_HOLD_BYTES
+    for (unsigned cls = 0; cls < SM_FN(class_count); cls++) {
+        uint32_t size = SM_FN(obj).class_bytes[cls], n = size ? (uint32_t)(SM_OPT_HOLD_BYTES) / size : 0;
+        cache->list[cls].hold = (uint16_t)(!size ? 0 : n < 1 ? 1 : n > SM_FN(list_max) / 2 ? SM_FN(list_max) / 2 : n);
+    }
+#endif
     cache->want = SM_FN(budget_for)(sm_plat_cpu());
     SM_FN(pool_join)(cache);
     SM_FN(tls) = cache;

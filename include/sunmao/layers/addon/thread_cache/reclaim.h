@@ -55,14 +55,16 @@ SM_SLOWPATH void SM_FN(list_corrupt)(const struct SM_FN(cache) *cache, struct SM
 /* Moves the first n objects of list l (of cache) into the sink; a failed check stops it there. */
 SM_INLINE void SM_FN(drain)(const struct SM_FN(cache) *cache, struct SM_FN(list) *l, unsigned n, struct SM_FN(sink) *sink)
 {
-    void *p = l->head;
+    void *p = l->head, *last = NULL;
     for (unsigned i = 0; i < n; i++) {
-        if (SM_OPT_HARDEN && !SM_FN(is_cached)(cache, p)) {
+        /* NULL before count: the chain was cut (with a hold, an object appended twice) */
+        if (!p || (SM_OPT_HARDEN && !SM_FN(is_cached)(cache, p))) {
             l->head = p;
             l->count -= i;
-            SM_FN(list_corrupt)(cache, l, p);
+            SM_FN(list_corrupt)(cache, l, p ? p : last);
             return;
         }
+        last = p;
         void *next = SM_FN(link_load)(cache, p);
         SM_FN(sink_put)(sink, p);
         p = next;
@@ -70,6 +72,19 @@ SM_INLINE void SM_FN(drain)(const struct SM_FN(cache) *cache, struct SM_FN(list)
     l->head = p;
     l->count -= n;
     sm_stats_thread_bytes[1] += (uint64_t)n * SM_FN(obj).class_bytes[l - cache->list]; /* thread.deallocated */
+}
+
+/* What the reclaim policy is shown of list l: the objects beyond its hold (SM_OPT_HOLD_BYTES), the
+ * only ones a malloc may take, so the held ones never look idle (they wait by design; an idle list
+ * keeps its hold until its thread exits or malloc_trim). The policy's answers (drops) then come off
+ * the head, the oldest held objects first, and the hold refills from later frees. */
+SM_INLINE unsigned SM_FN(count_beyond)(const struct SM_FN(list) *l, unsigned hold)
+{
+    return l->count > hold ? l->count - hold : 0;
+}
+SM_INLINE uint16_t SM_FN(low_beyond)(const struct SM_FN(list) *l, unsigned hold)
+{
+    return (uint16_t)(l->low > hold ? l->low - hold : 0);
 }
 
 /* A collection: each list gives back what the policy says. With `pressure`, every list other than
@@ -81,7 +96,10 @@ SM_SLOWPATH void SM_FN(gc)(struct SM_FN(cache) *cache, unsigned keep_cls, bool p
     for (unsigned cls = 0; cls < SM_FN(class_count); cls++) {
         struct SM_FN(list) *l = &cache->list[cls];
         size_t size = SM_FN(obj).class_bytes[cls];
-        unsigned drop = SM_RECLAIM_FN(gc)(&cache->mark[cls], &l->low, l->count, SM_FN(batch_of)(cls));
+        unsigned hold = SM_FN(hold_of)(l);
+        uint16_t low = SM_FN(low_beyond)(l, hold);
+        unsigned drop = SM_RECLAIM_FN(gc)(&cache->mark[cls], &low, SM_FN(count_beyond)(l, hold), SM_FN(batch_of)(cls));
+        l->low = (uint16_t)(low + hold);
         SM_FN(drain)(cache, l, drop, &sink);
         unsigned cut = drop; /* count - drop <= limit - drop: the invariant holds */
         if (pressure && cls != keep_cls)
@@ -100,7 +118,10 @@ SM_SLOWPATH void SM_FN(scan)(struct SM_FN(cache) *cache)
     sink.n = 0;
     for (unsigned cls = 0; cls < SM_FN(class_count); cls++) {
         struct SM_FN(list) *l = &cache->list[cls];
-        unsigned drop = SM_RECLAIM_FN(scan)(&cache->mark[cls], &l->low, l->count, SM_FN(batch_of)(cls));
+        unsigned hold = SM_FN(hold_of)(l);
+        uint16_t low = SM_FN(low_beyond)(l, hold);
+        unsigned drop = SM_RECLAIM_FN(scan)(&cache->mark[cls], &low, SM_FN(count_beyond)(l, hold), SM_FN(batch_of)(cls));
+        l->low = (uint16_t)(low + hold);
         if (drop) {
             SM_FN(drain)(cache, l, drop, &sink);
             l->limit = (uint16_t)(l->limit - drop);

@@ -63,8 +63,11 @@ SM_SLOWPATH void *SM_FN(refill)(size_t size, sm_mctx_t *c)
         return NULL;
     unsigned cls = SM_FN(class_of)(size); /* again: the fast path may have read an unbuilt table */
     struct SM_FN(list) *l = &cache->list[cls];
+    unsigned hold = SM_FN(hold_of)(l);
+    if (SM_OPT_HOLD_BYTES && sm_unlikely(l->count && !l->head)) /* a chain cut short: see list_append */
+        SM_FN(list_corrupt)(cache, l, cache->tail[cls]);
     /* The hit path ran before the tables existed, or found a head it may not hand out. */
-    if (sm_unlikely(l->head != NULL) && SM_FN(head_poppable)(cache, l, cls))
+    if (sm_unlikely(l->head != NULL) && l->count > hold && SM_FN(head_poppable)(cache, l, cls))
         return SM_FN(pop)(cache, l, l->head);
     unsigned batch = SM_FN(batch_of)(cls);
     /* Slow start, but the first objects fill four cache lines: with two, the hot object (the run's
@@ -73,10 +76,12 @@ SM_SLOWPATH void *SM_FN(refill)(size_t size, sm_mctx_t *c)
     size_t obj_size = SM_SIZECLASS_FN(class_to_size)(cls);
     unsigned own_lines = obj_size >= 4 * SM_CACHELINE ? 1u : (unsigned)((4 * SM_CACHELINE + obj_size - 1) / obj_size);
     unsigned step = l->limit + 1u > own_lines ? l->limit + 1u : own_lines;
-    SM_FN(grow)(cache, cls, l->limit < batch ? (step < batch ? step : batch) : l->limit + batch);
+    unsigned target = l->limit < batch ? (step < batch ? step : batch) : l->limit + batch;
+    SM_FN(grow)(cache, cls, SM_OPT_HOLD_BYTES && target < hold + batch ? hold + batch : target);
     if (SM_RECLAIM_FN(scan_due)(&cache->refills, SM_FN(idle_scan_refills)))
         SM_FN(scan)(cache); /* first: what it frees may make room for this refill */
-    unsigned want = l->limit < batch ? l->limit : batch;
+    unsigned room = l->limit > l->count ? l->limit - l->count : 0; /* the whole limit but with a hold */
+    unsigned want = room < batch ? room : batch;
     void *out[SM_FN(batch_max)];
     sm_mctx_t r = sm_mctx_alloc(size, SM_MIN_ALIGN, 0);
     r.cpu = c->cpu;
@@ -85,16 +90,20 @@ SM_SLOWPATH void *SM_FN(refill)(size_t size, sm_mctx_t *c)
     if (!got)
         return NULL;
     sm_stats_thread_bytes[0] += (uint64_t)got * SM_FN(obj).class_bytes[SM_SIZECLASS_FN(size_to_class)(size)];
-    /* out[0] goes to the caller; out[1..] become the list, in the order the next layer gave them. */
-    void *head = NULL;
+    /* out[0] goes to the caller; out[1..] become the list, in the order the next layer gave them:
+     * the whole list (it was empty: that is why we are here), or with a hold, in front of the
+     * objects held back, to be handed out before them. */
+    void *head = SM_OPT_HOLD_BYTES && l->count ? l->head : NULL;
+    if (SM_OPT_HOLD_BYTES && !l->count && got > 1)
+        cache->tail[SM_OPT_HOLD_BYTES ? cls : 0] = out[got - 1];
     for (unsigned i = got; i-- > 1;) {
         SM_FN(link_store)(cache, out[i], head);
         head = out[i];
     }
-    l->head = head; /* the list was empty: that is why we are here */
-    l->count = got - 1;
+    l->head = head;
+    l->count = (SM_OPT_HOLD_BYTES ? l->count : 0) + got - 1;
     if (SM_OPT_DOUBLE_FREE_CHECK)
-        ((uintptr_t *)out[0])[1] = 0; /* a stale tag would make its free look like a double free */
+        SM_FN(words)(out[0])[1] = 0; /* a stale tag would make its free look like a double free */
     SM_FN(event)(cache);
     return out[0];
 }
@@ -111,7 +120,7 @@ SM_SLOWPATH void *SM_FN(refill_aligned)(size_t size, size_t align, sm_mctx_t *c)
         return NULL;
     struct SM_FN(list) *l = &cache->list[cls];
     /* The hit path ran before the tables existed, or found the head misaligned or broken. */
-    if (l->head && SM_FN(head_poppable)(cache, l, cls))
+    if (l->head && l->count > SM_FN(hold_of)(l) && SM_FN(head_poppable)(cache, l, cls))
         return SM_FN(aligned_hit)(size, align);
     void *p = SM_FN(refill)(SM_FN(obj).class_bytes[cls], c);
     if (p && ((uintptr_t)p & (align - 1))) {
@@ -162,8 +171,10 @@ SM_SLOWPATH bool SM_FN(overflow)(sm_mctx_t *c)
                                                      : "object was freed before (by another thread, or it left a thread cache since); ignored");
         return true;
     }
-    unsigned batch = SM_FN(batch_of)(cls);
-    if (l->limit < batch)
+    unsigned batch = SM_FN(batch_of)(cls), hold = SM_FN(hold_of)(l);
+    if (SM_OPT_HOLD_BYTES && l->limit < hold + batch)
+        SM_FN(grow)(cache, cls, hold + batch); /* room to hold, or frees would go down at once */
+    else if (l->limit < batch)
         SM_FN(grow)(cache, cls, l->limit + 1u); /* slow start on the freeing side too */
     if (l->count >= l->limit && l->count) {
         struct SM_FN(sink) sink;

@@ -69,6 +69,8 @@ SM_SLOWPATH void SM_FN(init_once)(void)
 {
     /* The cached classes: those of the sizes in [SM_SIZE_MIN, SM_SIZE_MAX]. */
     unsigned first = SM_SIZECLASS_FN(size_to_class)((size_t)(SM_SIZE_MIN));
+    while (SM_SIZECLASS_FN(class_to_size)(first) < (size_t)(SM_OPT_LINK_AT) + 16) /* room for the words */
+        first++;
     unsigned last = SM_SIZECLASS_FN(size_to_class)((size_t)(SM_SIZE_MAX));
     for (unsigned cls = first; cls <= last; cls++) {
         size_t size = SM_SIZECLASS_FN(class_to_size)(cls), n = SM_FN(batch_bytes) / size;

@@ -1,22 +1,21 @@
 /* sunmao-secure — the default allocator, hardened (libsunmao-secure.so): what a program that wants
  * a drop-in which catches heap misuse links or preloads.
  *
- *   sunmao's line, its thread cache with harden=2
+ *   sunmao's line, its thread cache with harden=2, hold_bytes=8KB, link_at=16
  *   :: tail_chksum(chk_sum=xor, err_handle=default)
- *   :: delayed(chk_sum=xor, node_xor=1, delayed_size=64KB, err_handle=default)
  *   :: guard(sync=mutex, sample_every=5000)
  *   :: malloc_socket
  *
  * Top down: one request in 5000 (per thread, at random) gets a block against a guard page, so an
  * overflow or a use after free of it faults at the access and is reported with its call sites;
- * every free is checked (invalid, double) and held in a 64 KiB per-thread quarantine whose links,
- * in the block's first 16 bytes, are encoded (a write after free there is reported when the block
- * leaves); every block has a check value after its end, checked as it leaves the quarantine (an
- * overflow is reported then, or at realloc); below, the thread cache's lists are encoded and each
- * object it hands out is checked against the slab's owner map. The quarantine sits above the tail
- * check so that its link words are the program's first words, where a dangling pointer writes.
- * Every report is one line on stderr; the program goes on and the damaged block is never reused.
- * What each part detects, and what it all costs against libsunmao: docs/security.md.
+ * every block has a check value after its end and a keyed header before it, checked at free (an
+ * overflow, an invalid or a double free is reported then, or at realloc); below, the thread cache
+ * holds freed objects back in its lists (8 KiB a list: an object comes back only after that many
+ * bytes of later frees of its class), its lists' links are encoded in the program's first 16 bytes
+ * (a write after free there is reported when the object reaches its list's head), and each object
+ * it hands out is checked against the slab's owner map. Every report is one line on stderr; the
+ * program goes on and the damaged block is never reused. What each part detects, and what it all
+ * costs against libsunmao: docs/security.md.
  */
 #define SM_INSTANCE_BASE 1
 #define SM_INSTANCE_HARDEN 2

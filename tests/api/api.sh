@@ -80,7 +80,7 @@ for inst in $INSTANCES; do
     # or crash in three instances, which skip the program, saying why.
     case " tlsfcc tlsfccsd ${SM_QUEUED_SYNC:-} = $inst" in
     *" $inst "*=*) sm_skip "$inst/preload/signal_alloc" "hangs: ccsynch queues the handler's call behind the interrupted one (docs/reliability.md)" ;;
-    *"= sunmao-secure") sm_skip "$inst/preload/signal_alloc" "crashes (SIGSEGV): its quarantine and owner-checked cache lists are not reentrant (docs/reliability.md)" ;;
+    *"= sunmao-secure") sm_skip "$inst/preload/signal_alloc" "crashes (SIGSEGV): its owner-checked, holding cache lists are not reentrant (docs/reliability.md)" ;;
     *) sm_run "$inst/preload" 60 "$lib" "$T/signal_alloc" ;;
     esac
     unset SM_EXPECT_MALLOC_FROM

@@ -14,6 +14,7 @@
 #include <sunmao/policies/sync/spinlock.h>
 #include "tests/support/check.h"
 #include "tests/support/err_record.h"
+#include "tests/support/cache_rounds.h"
 
 #define SM_LAYER fk
 #include "tests/support/fake_next.h"
@@ -58,47 +59,21 @@ static bool owned2(void *p) { sm_mctx_t c = sm_mctx_block(p, 0, 0); return s2_ge
 
 static unsigned cls64(void) { return sm_sizeclass_tc_size_to_class(SIZE); }
 
-static void in_thread(void (*fn)(void))
-{
-    pthread_t t;
-    err_reset();
-    pthread_create(&t, NULL, (void *(*)(void *))(void (*)(void))fn, NULL);
-    pthread_join(t, NULL);
-}
-
 /* Fills th1's list of 64-byte objects with N objects (slow start needs a few rounds); out: them,
  * in list order (out[0] the head). */
 static void warm1(void **out)
 {
     void *p[N];
-    for (int round = 0; round < 6; round++) {
-        for (int i = 0; i < N; i++)
-            p[i] = a1(SIZE);
-        for (int i = 0; i < N; i++)
-            f1(p[i]);
-    }
+    alloc_free_rounds(a1, f1, SIZE, N, 6, p);
     for (int i = 0; i < N; i++)
         out[i] = p[N - 1 - i]; /* LIFO: the last freed is the head */
 }
 
-/* Takes n objects, each must be the slab's own, 16-aligned, not the target, and none twice among
- * them and `held`; returns how many broke that rule. */
+/* Takes n objects (kept): each the slab's own, 16-aligned, not the target, none twice among them
+ * and `held`; how many broke that rule. */
 static unsigned take(void *(*alloc)(size_t), bool (*owned)(void *), unsigned n, void **held, unsigned nheld)
 {
-    void *got[256];
-    unsigned bad = 0;
-    for (unsigned i = 0; i < n; i++) {
-        char *q = got[i] = alloc(SIZE);
-        if (!q || ((uintptr_t)q & 15) || !owned(q) || (q >= target && q < target + sizeof target))
-            bad++;
-        for (unsigned j = 0; j < i; j++)
-            bad += got[j] == q;
-        for (unsigned j = 0; j < nheld; j++)
-            bad += held[j] == q;
-        if (q)
-            memset(q, 0x77, SIZE);
-    }
-    return bad;
+    return take_checked(alloc, NULL, owned, SIZE, n, held, nheld, target, sizeof target);
 }
 
 static void link_overwritten_body(void)
@@ -222,12 +197,7 @@ static void cross_thread(void) { in_thread(cross_thread_body); }
 static void forged_pair_body(void)
 {
     void *p[N];
-    for (int round = 0; round < 6; round++) {
-        for (int i = 0; i < N; i++)
-            p[i] = a2(SIZE);
-        for (int i = 0; i < N; i++)
-            f2(p[i]);
-    }
+    alloc_free_rounds(a2, f2, SIZE, N, 6, NULL);
     struct th2_cache *cache = th2_tls;
     void *head = cache->list[cls64()].head;
     uintptr_t w0 = (uintptr_t)target ^ cache->key; /* head's link forged to the target */
@@ -241,10 +211,7 @@ static void forged_pair_body(void)
     CHECKF(err_counts[SM_ERR_CORRUPTION] == 1 && err_total() == 1, "%lu reports", err_total());
     /* An interior pointer of a real object, forged the same way, is refused too. */
     err_reset();
-    for (int i = 0; i < N; i++)
-        p[i] = a2(SIZE);
-    for (int i = 0; i < N; i++)
-        f2(p[i]);
+    alloc_free_rounds(a2, f2, SIZE, N, 1, p);
     head = cache->list[cls64()].head;
     char *interior = (char *)p[0] + 16;
     w0 = (uintptr_t)interior ^ cache->key;

@@ -16,6 +16,7 @@
 #include <sunmao/policies/sync/spinlock.h>
 #include "tests/support/check.h"
 #include "tests/support/err_record.h"
+#include "tests/support/cache_rounds.h"
 
 #define SM_LAYER fk
 #include "tests/support/fake_next.h"
@@ -42,47 +43,14 @@ static void f(void *p) { sm_mctx_t c = sm_mctx_block(p, 0, 0); th_free(&c); }
 static bool owned(void *p) { sm_mctx_t c = sm_mctx_block(p, 0, 0); return s_getmeta(&c); }
 static struct th_list *list64(void) { return &th_tls->list[sm_sizeclass_tc_size_to_class(SIZE)]; }
 
-static void in_thread(void (*fn)(void))
-{
-    pthread_t t;
-    err_reset();
-    pthread_create(&t, NULL, (void *(*)(void *))(void (*)(void))fn, NULL);
-    pthread_join(t, NULL);
-}
-
 /* Rounds of N allocations then N frees, until the list has its room (slow start). */
-static void warm(void)
-{
-    void *p[N];
-    for (int round = 0; round < 8; round++) {
-        for (int i = 0; i < N; i++)
-            p[i] = a(SIZE);
-        for (int i = 0; i < N; i++)
-            f(p[i]);
-    }
-}
+static void warm(void) { alloc_free_rounds(a, f, SIZE, N, 8, NULL); }
 
-/* Takes n objects: each must be the slab's, 16-aligned, none twice among them and `held`; frees
- * them after; returns how many broke the rule. */
+/* Takes n objects and frees them: each the slab's, 16-aligned, none twice among them and `held`;
+ * how many broke the rule. */
 static unsigned take(unsigned n, void **held, unsigned nheld)
 {
-    void *got[256];
-    unsigned bad = 0;
-    for (unsigned i = 0; i < n; i++) {
-        char *q = got[i] = a(SIZE);
-        if (!q || ((uintptr_t)q & 15) || !owned(q))
-            bad++;
-        for (unsigned j = 0; j < i; j++)
-            bad += got[j] == q;
-        for (unsigned j = 0; j < nheld; j++)
-            bad += held[j] == q;
-        if (q)
-            memset(q, 0x77, SIZE);
-    }
-    for (unsigned i = 0; i < n; i++)
-        if (got[i])
-            f(got[i]);
-    return bad;
+    return take_checked(a, f, owned, SIZE, n, held, nheld, NULL, 0);
 }
 
 /* The hold is 1 KiB / 64 B, and a freed object comes back only after at least that many later

@@ -291,11 +291,11 @@ SM_HOT uintptr_t SM_FN(tag_of)(const struct SM_FN(cache) *cache)
  * not write. A pop clears w1, so an object handed out and reached again through a stale link (a
  * double free that got past the tag) fails the check instead of being handed out twice. */
 
-/* Is p marked as a cached object: on a list of some cache, or given back below by one and not
- * handed out since? (Hardened: its pair holds.) */
 /* The two words of p a free object's link and mark occupy (SM_OPT_LINK_AT). */
 SM_HOT uintptr_t *SM_FN(words)(const void *p) { return (uintptr_t *)((uintptr_t)p + (SM_OPT_LINK_AT)); }
 
+/* Is p marked as a cached object: on a list of some cache, or given back below by one and not
+ * handed out since? (Hardened: its pair holds.) */
 SM_HOT bool SM_FN(is_cached)(const struct SM_FN(cache) *cache, const void *p)
 {
     const uintptr_t *w = SM_FN(words)(p);
@@ -329,7 +329,7 @@ SM_HOT void *SM_FN(link_load)(const struct SM_FN(cache) *cache, const void *p)
 SM_SLOWPATH void SM_FN(list_corrupt)(const struct SM_FN(cache) *cache, struct SM_FN(list) *l, const void *p);
 
 /* SM_OPT_HOLD_BYTES: puts p at the tail of list l, tagged as cached; false, with nothing changed,
- * if the tail's words are broken (the slow path reports it: list_put). */
+ * if the tail's words are broken (the slow path's list_push reports it). */
 SM_HOT bool SM_FN(list_append)(struct SM_FN(cache) *cache, struct SM_FN(list) *l, void *p)
 {
     void **tail = &cache->tail[SM_OPT_HOLD_BYTES ? l - cache->list : 0];

@@ -20,6 +20,10 @@ done
 set -u
 cd "${SM_ROOT:-$(dirname "$0")/../..}"
 out="${BUILD:-build}/zero_cost"
+# The instructions, without what depends on where other code lies in the object: symbol names, the
+# disassembler's comments, and the displacements of %rip-relative operands (a function pointer or a
+# static's address moves when an unrelated cold function is inlined in one build and not the other).
+normalize() { sed -E 's/<[^>]*>//g; s/#.*$//; s/-?0x[0-9a-f]+\(%rip\)/(%rip)/g'; }
 mkdir -p "$out"
 for cc in gcc clang; do
     if ! command -v "$cc" >/dev/null; then echo "skip zero_cost: $cc: not installed"; continue; fi
@@ -34,7 +38,7 @@ for cc in gcc clang; do
     for fn in malloc free calloc realloc posix_memalign aligned_alloc malloc_usable_size free_sized; do
         for v in 0 1; do
             objdump -d --no-show-raw-insn --no-addresses --disassemble="z_$fn" "$out/$cc-$v.o" 2>/dev/null |
-                sed -n '/^<z_/,$p' | sed -E 's/<[^>]*>//g; s/#.*$//' >"$out/$cc-$v-$fn.s"
+                sed -n '/^<z_/,$p' | normalize >"$out/$cc-$v-$fn.s"
         done
         n=$(grep -c . "$out/$cc-0-$fn.s")
         if [ "$n" -lt 2 ]; then
@@ -64,7 +68,7 @@ for cc in gcc clang; do
     for fn in malloc free calloc realloc posix_memalign aligned_alloc malloc_usable_size free_sized; do
         for inst in wfslab wfslabfl; do
             objdump -d --no-show-raw-insn --no-addresses --disassemble="$fn" "$out/$cc-$inst.o" 2>/dev/null |
-                sed -n "/^<$fn>/,\$p" | sed -E 's/<[^>]*>//g; s/#.*$//' >"$out/$cc-$inst-$fn.s"
+                sed -n "/^<$fn>/,\$p" | normalize >"$out/$cc-$inst-$fn.s"
         done
         n=$(grep -c . "$out/$cc-wfslab-$fn.s")
         if [ "$n" -lt 2 ]; then

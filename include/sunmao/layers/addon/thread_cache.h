@@ -184,6 +184,7 @@ enum {
     SM_FN(list_max) = SM_OPT_LIST_MAX,
     SM_FN(batch_bytes) = SM_OPT_BATCH_BYTES,
     SM_FN(idle_scan_refills) = SM_OPT_IDLE_SCAN_REFILLS,
+    SM_FN(holding) = (SM_OPT_HOLD_BYTES) != 0, /* the lists are FIFOs with a hold */
 };
 
 /* One size class's list. 16 bytes, so list[cls] is a shift away from the cache pointer. */
@@ -220,7 +221,7 @@ struct SM_FN(cache) {
     SM_RECLAIM_FN(mark_t) mark[SM_FN(class_count)];
     size_t want; /* SM_OPT_CACHE_BYTES, or its share for the thread's core (SM_OPT_CORE_AWARE) */
     /* SM_OPT_HOLD_BYTES: each list's last object (where a free joins), valid while count > 0 */
-    void *tail[SM_OPT_HOLD_BYTES ? SM_FN(class_count) : 1];
+    void *tail[SM_FN(holding) ? SM_FN(class_count) : 1];
     struct SM_FN(cache) *pool_next, *pool_prev; /* SM_SYNC: the pool's registry */
 };
 
@@ -332,7 +333,7 @@ SM_SLOWPATH void SM_FN(list_corrupt)(const struct SM_FN(cache) *cache, struct SM
  * if the tail's words are broken (the slow path's list_push reports it). */
 SM_HOT bool SM_FN(list_append)(struct SM_FN(cache) *cache, struct SM_FN(list) *l, void *p)
 {
-    void **tail = &cache->tail[SM_OPT_HOLD_BYTES ? l - cache->list : 0];
+    void **tail = &cache->tail[SM_FN(holding) ? l - cache->list : 0];
     if (l->count) {
         if (SM_OPT_HARDEN && sm_unlikely(!SM_FN(is_cached)(cache, *tail)))
             return false;
@@ -350,7 +351,7 @@ SM_HOT bool SM_FN(list_append)(struct SM_FN(cache) *cache, struct SM_FN(list) *l
  * (LIFO), or with SM_OPT_HOLD_BYTES at its tail. */
 SM_HOT void SM_FN(list_push)(struct SM_FN(cache) *cache, struct SM_FN(list) *l, void *p)
 {
-    if (SM_OPT_HOLD_BYTES) {
+    if (SM_FN(holding)) {
         if (sm_unlikely(!SM_FN(list_append)(cache, l, p))) {
             SM_FN(list_corrupt)(cache, l, cache->tail[l - cache->list]); /* reported; the list starts anew */
             (void)SM_FN(list_append)(cache, l, p);
@@ -409,7 +410,7 @@ SM_HOT void *SM_FN(alloc_hit)(size_t size)
     unsigned slot = SM_FN(slot_of)(size);
     struct SM_FN(list) *l = SM_FN(list_at)(cache, slot);
     void *head = l->head;
-    if (sm_unlikely(!head) || (SM_OPT_HOLD_BYTES && l->count <= SM_FN(hold_of)(l)) || !SM_FN(may_pop)(cache, head, slot))
+    if (sm_unlikely(!head) || (SM_FN(holding) && l->count <= SM_FN(hold_of)(l)) || !SM_FN(may_pop)(cache, head, slot))
         return NULL;
     return SM_FN(pop)(cache, l, head);
 }
@@ -426,7 +427,7 @@ SM_HOT void *SM_FN(aligned_hit)(size_t size, size_t align)
     struct SM_FN(cache) *cache = SM_FN(tls);
     struct SM_FN(list) *l = &cache->list[cls];
     void *head = l->head;
-    if (!head || (SM_OPT_HOLD_BYTES && l->count <= SM_FN(hold_of)(l)) || ((uintptr_t)head & (align - 1)) ||
+    if (!head || (SM_FN(holding) && l->count <= SM_FN(hold_of)(l)) || ((uintptr_t)head & (align - 1)) ||
         !SM_FN(may_pop)(cache, head, cls << 4))
         return NULL;
     return SM_FN(pop)(cache, l, head);
@@ -475,7 +476,7 @@ SM_HOT bool SM_FN(push)(void *p, unsigned slot)
     bool room = l->count < l->limit && (!SM_OPT_DOUBLE_FREE_CHECK || !SM_FN(is_cached)(cache, p));
     if (sm_unlikely(!room))
         return false;
-    if (SM_OPT_HOLD_BYTES)
+    if (SM_FN(holding))
         return SM_FN(list_append)(cache, l, p);
     SM_FN(list_push)(cache, l, p);
     return true;

@@ -64,7 +64,7 @@ SM_SLOWPATH void *SM_FN(refill)(size_t size, sm_mctx_t *c)
     unsigned cls = SM_FN(class_of)(size); /* again: the fast path may have read an unbuilt table */
     struct SM_FN(list) *l = &cache->list[cls];
     unsigned hold = SM_FN(hold_of)(l);
-    if (SM_OPT_HOLD_BYTES && sm_unlikely(l->count && !l->head)) /* a chain cut short: see list_append */
+    if (SM_FN(holding) && sm_unlikely(l->count && !l->head)) /* a chain cut short: see list_append */
         SM_FN(list_corrupt)(cache, l, cache->tail[cls]);
     /* The hit path ran before the tables existed, or found a head it may not hand out. */
     if (sm_unlikely(l->head != NULL) && l->count > hold && SM_FN(head_poppable)(cache, l, cls))
@@ -77,7 +77,7 @@ SM_SLOWPATH void *SM_FN(refill)(size_t size, sm_mctx_t *c)
     unsigned own_lines = obj_size >= 4 * SM_CACHELINE ? 1u : (unsigned)((4 * SM_CACHELINE + obj_size - 1) / obj_size);
     unsigned step = l->limit + 1u > own_lines ? l->limit + 1u : own_lines;
     unsigned target = l->limit < batch ? (step < batch ? step : batch) : l->limit + batch;
-    SM_FN(grow)(cache, cls, SM_OPT_HOLD_BYTES && target < hold + batch ? hold + batch : target);
+    SM_FN(grow)(cache, cls, SM_FN(holding) && target < hold + batch ? hold + batch : target);
     if (SM_RECLAIM_FN(scan_due)(&cache->refills, SM_FN(idle_scan_refills)))
         SM_FN(scan)(cache); /* first: what it frees may make room for this refill */
     unsigned room = l->limit > l->count ? l->limit - l->count : 0; /* the whole limit but with a hold */
@@ -93,15 +93,15 @@ SM_SLOWPATH void *SM_FN(refill)(size_t size, sm_mctx_t *c)
     /* out[0] goes to the caller; out[1..] become the list, in the order the next layer gave them:
      * the whole list (it was empty: that is why we are here), or with a hold, in front of the
      * objects held back, to be handed out before them. */
-    void *head = SM_OPT_HOLD_BYTES && l->count ? l->head : NULL;
-    if (SM_OPT_HOLD_BYTES && !l->count && got > 1)
-        cache->tail[SM_OPT_HOLD_BYTES ? cls : 0] = out[got - 1];
+    void *head = SM_FN(holding) && l->count ? l->head : NULL;
+    if (SM_FN(holding) && !l->count && got > 1)
+        cache->tail[SM_FN(holding) ? cls : 0] = out[got - 1];
     for (unsigned i = got; i-- > 1;) {
         SM_FN(link_store)(cache, out[i], head);
         head = out[i];
     }
     l->head = head;
-    l->count = (SM_OPT_HOLD_BYTES ? l->count : 0) + got - 1;
+    l->count = (SM_FN(holding) ? l->count : 0) + got - 1;
     if (SM_OPT_DOUBLE_FREE_CHECK)
         SM_FN(words)(out[0])[1] = 0; /* a stale tag would make its free look like a double free */
     SM_FN(event)(cache);
@@ -172,7 +172,7 @@ SM_SLOWPATH bool SM_FN(overflow)(sm_mctx_t *c)
         return true;
     }
     unsigned batch = SM_FN(batch_of)(cls), hold = SM_FN(hold_of)(l);
-    if (SM_OPT_HOLD_BYTES && l->limit < hold + batch)
+    if (SM_FN(holding) && l->limit < hold + batch)
         SM_FN(grow)(cache, cls, hold + batch); /* room to hold, or frees would go down at once */
     else if (l->limit < batch)
         SM_FN(grow)(cache, cls, l->limit + 1u); /* slow start on the freeing side too */

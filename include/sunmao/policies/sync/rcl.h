@@ -33,8 +33,9 @@
  * creator's stack, so a thread inside an rcl section (as caller or as server) never creates one;
  * another thread's stack that near only delays it. Nor while the platform pauses spawning (a
  * request of the dynamic loader's, which may hold a lock pthread_create takes: platform.h).
- * Retries back off (1, 2, 4 .. 1024, then every 1024th contended call). A lock of another policy held by the caller is invisible here: under
- * such a layer, use rcl only where thread creation's allocation does not reach that layer.
+ * Retries back off (1, 2, 4 .. 1024, then every 1024th contended call). A lock of another policy
+ * held by the caller is invisible here: under such a layer, use rcl only where thread creation's
+ * allocation does not reach that layer.
  *
  * Fork: prepare locks; the child's reinit frees the word and the slots and sets "no server", so
  * its first contended call starts a server of its own. Sections run on the server: no errno,

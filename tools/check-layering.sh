@@ -16,7 +16,9 @@
 #                                       included alone, as tools/check-headers.sh does); no other
 #                                       file includes a layer's part, instances neither
 #   include/sunmao/sockets/**         core/, policies/, platform/platform.h, sockets/ (shared socket
-#                                     code such as libc_api.h; never a layer, never an OS layer)
+#                                     code such as libc_api.h and the first-class heaps, sockets/heap/;
+#                                     never a layer, never an OS layer), and the program's
+#                                     declarations the socket implements (introspect.h, heap.h)
 #   instances/*.c                     anything (the composition), as long as it resolves
 # System headers (<...> not under sunmao/): outside platform/, only those a freestanding C
 # implementation has (stddef.h stdint.h stdbool.h stdarg.h stdalign.h stdnoreturn.h limits.h
@@ -85,8 +87,8 @@ rule_for() {
         include/sunmao/layers/core/* | include/sunmao/layers/addon/*)
             local parts="${1#include/sunmao/}"
             echo "core/ policies/ platform/platform.h ${parts%.h}/" ;;
-        include/sunmao/sockets/*) echo "core/ policies/ platform/platform.h sockets/" ;;
-        include/sunmao/introspect.h) echo "core/" ;;   # a program's declarations: system headers only
+        include/sunmao/sockets/*) echo "core/ policies/ platform/platform.h sockets/ introspect.h heap.h" ;;
+        include/sunmao/introspect.h | include/sunmao/heap.h) echo "core/" ;;   # a program's declarations: system headers only
         *) echo "" ;;
     esac
 }

@@ -60,6 +60,9 @@
 #include "../core/secret.h"
 #include "../platform/platform.h"
 #include "../policies/sync/owner.h"
+/* First-class heaps (sockets/heap_api.h): their errors go to this socket's err policy. */
+#define SM_HEAP_RAISE SM_ERR_FN(raise)
+#include "heap/heap.h"
 
 #ifndef SM_NEXT
 #error "socket: define SM_NEXT (the top layer of the composition) before including"
@@ -145,14 +148,17 @@ static void sm_socket_fork_prepare(void)
 {
     sm_sync_fork_begin();
     SM_NEXT_FN(fork_prepare)();
+    sm_heaps_fork_prepare();
 }
 static void sm_socket_fork_parent(void)
 {
+    sm_heaps_fork_parent();
     SM_NEXT_FN(fork_parent)();
     sm_sync_fork_end();
 }
 static void sm_socket_fork_child(void)
 {
+    sm_heaps_fork_child();
     SM_NEXT_FN(fork_child)();
     sm_sync_fork_end();
     /* The clock's thread is not copied: the child starts its own when it needs one. */
@@ -265,6 +271,11 @@ SM_INLINE void *sm_socket_alloc_stack(size_t size, size_t align, unsigned flags)
 /* caller: the code that called the API's free (NULL: unknown, not the loader). */
 SM_INLINE void sm_socket_free_stack(void *ptr, size_t size, unsigned flags, uintptr_t owner_word, const void *caller)
 {
+    sm_heap_t *heap = sm_heaps_owner(ptr); /* a first-class heap's block goes to its heap */
+    if (sm_unlikely(heap != NULL)) {
+        sm_heap_release(heap, ptr, "free");
+        return;
+    }
     if (sm_unlikely(sm_conf.fill & SM_CONF_JUNK_FREE))
         sm_socket_junk_free(ptr);
     sm_mctx_t c = sm_mctx_block(ptr, size, owner_word != SM_OWNER_UNKNOWN ? flags | SM_F_OWNER : flags);
@@ -309,6 +320,18 @@ static __attribute__((noinline)) void sm_socket_free_miss(void *ptr, size_t size
     sm_socket_free_stack(ptr, size, flags, owner_word, caller);
 }
 
+/* A sized free once a first-class heap exists: a heap's block goes back to its heap (the miss
+ * path's check), anything else takes the usual hit then miss. Out of line and whole, so that the
+ * hit path only tests the flag and jumps here. */
+static __attribute__((noinline)) void sm_socket_free_sized_heaps(void *ptr, size_t size, unsigned flags,
+                                                                 const void *caller)
+{
+    uintptr_t owner_word = SM_OWNER_UNKNOWN;
+    if (!sm_heaps_owner(ptr) && SM_NEXT_FN(free_hit)(ptr, size, flags, &owner_word))
+        return;
+    sm_socket_free_miss(ptr, size, flags, owner_word, caller);
+}
+
 /* The one allocation path every API function funnels into: the top layer's hit path, else the
  * miss. A top layer without capability HIT goes straight to the stack (a constant test). */
 SM_HOT void *sm_socket_alloc(size_t size, size_t align, unsigned flags)
@@ -332,6 +355,13 @@ SM_HOT void sm_socket_free(void *ptr, size_t size, unsigned flags)
         return;
     }
     uintptr_t owner_word = SM_OWNER_UNKNOWN;
+    /* A sized free's hit trusts the size, and would cache a first-class heap's block: once a
+     * heap exists, a sized free asks the registry first, out of line (a constant test for plain
+     * free; a load and a branch for a sized one). */
+    if ((flags & SM_F_SIZED) && sm_unlikely(__atomic_load_n(&sm_heaps_used, __ATOMIC_RELAXED))) {
+        sm_socket_free_sized_heaps(ptr, size, flags, __builtin_return_address(0));
+        return;
+    }
     if (sm_likely(SM_NEXT_FN(free_hit)(ptr, size, flags, &owner_word)))
         return;
     /* what the hit read of p's owner goes along; the return address: the API function's caller */
@@ -341,6 +371,9 @@ SM_HOT void sm_socket_free(void *ptr, size_t size, unsigned flags)
 /* Usable size of an owned block; 0 (after reporting) for a pointer no layer owns. */
 SM_INLINE size_t sm_socket_usable(void *ptr, const char *api)
 {
+    sm_heap_t *heap = sm_heaps_owner(ptr);
+    if (sm_unlikely(heap != NULL))
+        return sm_heap_block_usable(heap, ptr, api);
     sm_mctx_t c = sm_mctx_block(ptr, 0, 0);
     if (sm_likely(sm_socket_ready() && SM_NEXT_FN(getmeta)(&c)))
         return c.usable;
@@ -393,6 +426,9 @@ SM_EXPORT void *SM_API(realloc)(void *ptr, size_t size)
         errno = ENOMEM;
         return NULL;
     }
+    sm_heap_t *heap = sm_heaps_owner(ptr); /* a heap's block stays in its heap */
+    if (sm_unlikely(heap != NULL))
+        return sm_heap_resize(heap, ptr, size, "realloc");
     size_t usable = sm_socket_usable(ptr, "realloc");
     if (sm_unlikely(usable == 0)) {
         errno = EINVAL;
@@ -489,3 +525,8 @@ SM_EXPORT void SM_API(free_aligned_sized)(void *ptr, size_t align, size_t size)
 #define SM_INTROSPECT_PARTS 1
 #include "introspect_api.h"
 #undef SM_INTROSPECT_PARTS
+
+/* First-class heaps: sunmao_heap_create, ... */
+#define SM_HEAP_API_PARTS 1
+#include "heap_api.h"
+#undef SM_HEAP_API_PARTS

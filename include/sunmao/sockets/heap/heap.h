@@ -1,0 +1,218 @@
+/* First-class heaps: allocators a program creates, uses from any thread, empties at once
+ * (reset) and destroys, beside the composition's own malloc. A socket API of the framework
+ * (sockets/heap_api.h exports it from every malloc_socket and custom_socket); decisions and
+ * measurements: docs/heaps.md. Its parts, in this directory: registry.h, tlsf.h, region.h, spec.h,
+ * ops.h.
+ *
+ * Template: define SM_HEAP_RAISE, the err policy's raise (e.g. sm_err_warn_raise), then include.
+ *
+ * Kinds (the heap's algorithm, chosen at create time by its spec, heaps/spec.h):
+ *   tlsf    Two-Level Segregated Fit over the heap's spans (heaps/tlsf.h): O(1) malloc and free
+ *           with immediate coalescing, in-place realloc, empty spans handed back. The general
+ *           kind: a tenant's heap with its own limit and statistics, a real-time pool.
+ *   region  a bump allocator (heaps/region.h): malloc is a pointer increment; free gives memory
+ *           back only for the block allocated last; the rest returns at reset. A request's arena.
+ * Memory: spans mapped from the OS (page-aligned, `chunk` bytes or one request's size), or the
+ * one range the caller gave (sm_heap_create_in): then the heap never maps, and its own object
+ * lives at the start of that range.
+ *
+ * Invariants:
+ * - Every page of every span maps to its heap in the registry (heaps/registry.h), and no other
+ *   page does: that is how a plain free(), realloc() or malloc_usable_size() finds a heap's block,
+ *   and how a pointer that is no heap's is told apart (one lock-free lookup).
+ * - Each block starts with a header whose top 16 bits are a tag of the block's address and the
+ *   heap's key: a free of an interior or stray pointer inside a span is reported, not followed.
+ * - h->stats.allocated is the sum of usable sizes of live blocks; mapped the bytes of all spans.
+ * Lock order: sm_heaps_list_lock -> a heap's lock -> sm_heaps_map_lock. Every operation on a heap
+ * runs under its lock (a pthread mutex: heaps are shared between threads); errors are raised after
+ * it is released. fork: the socket's handlers take all three (sm_heaps_fork_*).
+ * @check: <sunmao/policies/err/warn.h> SM_HEAP_RAISE=sm_err_warn_raise */
+#ifndef SM_SOCKET_HEAP_INCLUDED
+#define SM_SOCKET_HEAP_INCLUDED
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+#include "../../core/bits.h"
+#include "../../core/errnum.h"
+#include "../../core/conf.h"
+#include "../../core/errors.h"
+#include "../../core/secret.h"
+#include "../../platform/platform.h"
+
+#ifndef SM_HEAP_RAISE
+#error "heap: define SM_HEAP_RAISE (the err policy's raise function) before including"
+#endif
+
+enum sm_heap_kind { SM_HEAP_TLSF, SM_HEAP_REGION };
+
+/* A run of pages a heap carves blocks from; blocks start SM_HEAP_SPAN_HDR bytes in. */
+typedef struct sm_heap_span {
+    struct sm_heap_span *next, *prev;
+    size_t bytes;      /* the whole span, header included */
+    unsigned mapped;   /* 1: from sm_plat_map (given back with it); 0: the caller's range */
+    unsigned pad_;
+} sm_heap_span_t;
+#define SM_HEAP_SPAN_HDR 32u
+
+/* Counters of one heap, read under its lock (sunmao_heap_stats). */
+typedef struct sm_heap_counts {
+    size_t allocated;      /* usable bytes of the live blocks */
+    size_t peak_allocated; /* the most `allocated` has been since create or the last reset */
+    size_t blocks;         /* live blocks */
+    size_t mapped;         /* bytes of the heap's spans (the caller's range included) */
+    uint64_t allocs, frees, resets;
+    uint64_t refused;      /* requests refused because the heap's limit would be exceeded */
+} sm_heap_counts_t;
+
+#define SM_HT_SL_BITS  4u
+#define SM_HT_SL_COUNT (1u << SM_HT_SL_BITS)
+#define SM_HT_FL_COUNT 41u /* first level 0: sizes below 256 in 16-byte steps; then one per power of two up to 2^47 */
+
+typedef struct sm_heap {
+    uint64_t magic;        /* SM_HEAP_MAGIC ^ the object's address while the heap exists */
+    sm_plat_lock_t lock;
+    unsigned kind;         /* enum sm_heap_kind */
+    uint16_t key;          /* mixed into every block tag */
+    bool in_range;         /* built inside the caller's range (sm_heap_create_in) */
+    uintptr_t reg_lo, reg_hi; /* in_range: the pages of the range in the registry */
+    size_t chunk;          /* bytes mapped at a time */
+    size_t limit;          /* most bytes mapped at once; 0: no limit */
+    size_t retain;         /* bytes of spans a reset keeps for reuse */
+    char name[32];
+    struct sm_heap *next, *prev; /* all heaps, under sm_heaps_list_lock */
+    sm_heap_span_t *spans;
+    sm_heap_counts_t stats;
+    union {
+        struct {           /* tlsf */
+            uint64_t fl_map;
+            uint32_t sl_map[SM_HT_FL_COUNT];
+            size_t empty_spans; /* spans that are one free block (kept: at most one mapped) */
+            struct sm_ht_block *heads[SM_HT_FL_COUNT][SM_HT_SL_COUNT];
+        } t;
+        struct {           /* region */
+            char *cur, *end; /* next header goes at cur (cur + 8 is 16-aligned); end of the span */
+            sm_heap_span_t *at; /* the span cur is in */
+        } r;
+    } u;
+} sm_heap_t;
+
+#define SM_HEAP_MAGIC 0x68656170534d3031ull
+/* Block sizes live in the low 48 bits of a header word, the tag in the top 16. */
+#define SM_HEAP_SIZE_BITS 48
+#define SM_HEAP_MAX_REQUEST ((size_t)1 << 46)
+
+static inline uint64_t sm_heap_tag(const sm_heap_t *h, const void *block)
+{
+    uint64_t t = (((uint64_t)(uintptr_t)block >> 3) * 0x9e3779b97f4a7c15ull) >> 48;
+    return (t ^ h->key) << SM_HEAP_SIZE_BITS;
+}
+
+static inline bool sm_heap_valid(const sm_heap_t *h)
+{
+    return h && h->magic == (SM_HEAP_MAGIC ^ (uint64_t)(uintptr_t)h);
+}
+
+static inline void sm_heap_count_alloc(sm_heap_t *h, size_t usable)
+{
+    h->stats.allocated += usable;
+    h->stats.blocks++;
+    h->stats.allocs++;
+    if (h->stats.allocated > h->stats.peak_allocated)
+        h->stats.peak_allocated = h->stats.allocated;
+}
+static inline void sm_heap_count_free(sm_heap_t *h, size_t usable)
+{
+    h->stats.allocated -= usable;
+    h->stats.blocks--;
+    h->stats.frees++;
+}
+
+/* An error found under the heap's lock, raised once the lock is released. */
+typedef struct sm_heap_fault {
+    sm_err_kind_t kind;
+    const void *ptr;
+    const char *detail; /* NULL: none */
+} sm_heap_fault_t;
+static inline void sm_heap_fault(sm_heap_fault_t *f, sm_err_kind_t kind, const void *ptr, const char *detail)
+{
+    f->kind = kind, f->ptr = ptr, f->detail = detail;
+}
+static inline void sm_heap_raise_fault(const sm_heap_fault_t *f, const char *api)
+{
+    if (f->detail)
+        SM_HEAP_RAISE(f->kind, api, f->ptr, f->detail);
+}
+
+#define SM_HEAP_PARTS 1
+#include "registry.h"
+
+/* A new span of at least `bytes` (page-rounded), registered to h and linked first; NULL when the
+ * limit or the OS refuses. Under h's lock. */
+static SM_UNUSED sm_heap_span_t *sm_heap_span_new(sm_heap_t *h, size_t bytes)
+{
+    if (h->in_range)
+        return NULL;
+    bytes = sm_align_up(bytes, sm_plat_page_size());
+    if (h->limit && (bytes > h->limit || h->stats.mapped > h->limit - bytes)) {
+        h->stats.refused++;
+        return NULL;
+    }
+    sm_heap_span_t *s = (sm_heap_span_t *)sm_plat_map(bytes);
+    if (!s)
+        return NULL;
+    if (!sm_heaps_register(s, bytes, h)) {
+        sm_plat_unmap(s, bytes);
+        return NULL;
+    }
+    s->bytes = bytes;
+    s->mapped = 1;
+    s->prev = NULL;
+    s->next = h->spans;
+    if (h->spans)
+        h->spans->prev = s;
+    h->spans = s;
+    h->stats.mapped += bytes;
+    return s;
+}
+
+/* Unlinks a mapped span, forgets its pages and gives them back. Under h's lock. */
+static SM_UNUSED void sm_heap_span_drop(sm_heap_t *h, sm_heap_span_t *s)
+{
+    if (s->prev)
+        s->prev->next = s->next;
+    else
+        h->spans = s->next;
+    if (s->next)
+        s->next->prev = s->prev;
+    h->stats.mapped -= s->bytes;
+    sm_heaps_register(s, s->bytes, NULL);
+    sm_plat_unmap(s, s->bytes);
+}
+
+/* Keeps what a reset may keep, the caller's range and mapped spans up to h->retain bytes (the
+ * newest first: they were the last in use), and drops the rest; calls keep(h, s) on each span
+ * kept. Under h's lock. */
+static SM_UNUSED void sm_heap_spans_trim(sm_heap_t *h, void (*keep)(sm_heap_t *, sm_heap_span_t *))
+{
+    size_t kept = 0;
+    for (sm_heap_span_t *s = h->spans, *next; s; s = next) {
+        next = s->next;
+        if (s->mapped && s->bytes > h->retain - kept) { /* kept <= retain throughout */
+            sm_heap_span_drop(h, s);
+            continue;
+        }
+        if (s->mapped)
+            kept += s->bytes;
+        keep(h, s);
+    }
+}
+
+#include "tlsf.h"
+#include "region.h"
+#include "spec.h"
+#include "ops.h"
+#undef SM_HEAP_PARTS
+
+#endif

@@ -1,0 +1,249 @@
+/* Unit test of the first-class heaps' core (sockets/heap/heap.h), without a socket: after every step of
+ * random work the tlsf kind's invariants are walked (blocks end to end to each span's sentinel, no
+ * two free blocks adjacent, prev_size and PREV_FREE right, every free block listed once in the list
+ * of its size, the bitmaps agree, at most one empty mapped span); the region kind's stack
+ * discipline; reset and its retain; the limit; the spec parser; bad frees raised exactly once. */
+#include <stdint.h>
+#include <sunmao/policies/err/callback.h>
+#define SM_HEAP_RAISE sm_err_callback_raise
+#include <sunmao/sockets/heap/heap.h>
+#include "tests/support/check.h"
+#include "tests/support/err_record.h"
+
+static uint64_t rng = 0x2545f4914f6cdd1dull;
+static uint64_t rnd(void)
+{
+    rng ^= rng << 13, rng ^= rng >> 7, rng ^= rng << 17;
+    return rng;
+}
+
+static sm_heap_t *make(const char *spec)
+{
+    sm_heap_spec_t s;
+    const char *at;
+    const char *err = sm_heap_spec_parse(spec, &s, &at);
+    CHECKF(!err, "spec %s: %s", spec, err);
+    return err ? NULL : sm_heap_new(&s, NULL, 0);
+}
+
+/* Walks every span of a tlsf heap; the first broken invariant fails the case. */
+static void tlsf_check(sm_heap_t *h)
+{
+    size_t free_blocks = 0, listed = 0, empty = 0, live = 0, usable = 0, mapped = 0;
+    for (sm_heap_span_t *s = h->spans; s; s = s->next) {
+        mapped += s->bytes;
+        sm_ht_block_t *b = (sm_ht_block_t *)((char *)s + SM_HEAP_SPAN_HDR);
+        CHECK(b->size & SM_HT_FIRST);
+        bool prev_free = false;
+        size_t prev_size = 0;
+        for (;;) {
+            CHECKF(sm_ht_tag_ok(h, b), "block %p: tag", (void *)b);
+            CHECKF(!!(b->size & SM_HT_PREV_FREE) == prev_free, "block %p: PREV_FREE %d, the block before free %d",
+                   (void *)b, !!(b->size & SM_HT_PREV_FREE), prev_free);
+            if (prev_free)
+                CHECKF(b->prev_size == prev_size, "block %p: prev_size %zu, want %zu", (void *)b, (size_t)b->prev_size, prev_size);
+            if (sm_ht_size(b) == 0)
+                break; /* the sentinel */
+            CHECKF((char *)b + sm_ht_size(b) <= (char *)s + s->bytes, "block %p runs past its span", (void *)b);
+            bool is_free = b->size & SM_HT_FREE;
+            CHECKF(!(is_free && prev_free), "two free blocks adjacent at %p", (void *)b);
+            if (is_free) {
+                free_blocks++;
+                if (sm_ht_whole_span(b))
+                    empty++;
+            } else {
+                live++;
+                usable += sm_ht_size(b) - SM_HT_HDR;
+            }
+            prev_free = is_free, prev_size = sm_ht_size(b);
+            if (check_case_failed)
+                return;
+            b = sm_ht_next(b);
+        }
+    }
+    for (unsigned fl = 0; fl < SM_HT_FL_COUNT; fl++)
+        for (unsigned sl = 0; sl < SM_HT_SL_COUNT; sl++) {
+            bool bit = (h->u.t.fl_map >> fl & 1) && (h->u.t.sl_map[fl] >> sl & 1);
+            CHECKF(bit == (h->u.t.heads[fl][sl] != NULL), "list (%u, %u): bitmap %d", fl, sl, bit);
+            for (sm_ht_block_t *b = h->u.t.heads[fl][sl]; b; b = b->next_free) {
+                unsigned f, l;
+                sm_ht_mapping(sm_ht_size(b), &f, &l);
+                CHECKF(f == fl && l == sl && (b->size & SM_HT_FREE), "block %p in list (%u, %u)", (void *)b, fl, sl);
+                listed++;
+                if (listed > free_blocks)
+                    break;
+            }
+        }
+    CHECKF(listed == free_blocks, "%zu free blocks, %zu listed", free_blocks, listed);
+    /* frees keep one empty mapped span; a reset keeps up to `retain` bytes of them */
+    size_t most = h->retain / h->chunk > 1 ? h->retain / h->chunk : 1;
+    CHECKF(empty == h->u.t.empty_spans && empty <= most, "%zu empty spans, counted %zu", empty, h->u.t.empty_spans);
+    CHECKF(live == h->stats.blocks && usable == h->stats.allocated && mapped == h->stats.mapped,
+           "live %zu/%zu usable %zu/%zu mapped %zu/%zu", live, h->stats.blocks, usable, h->stats.allocated, mapped,
+           h->stats.mapped);
+}
+
+enum { SLOTS = 3000 };
+static void *slot[SLOTS];
+static size_t slot_len[SLOTS];
+
+static void fill(void *p, size_t n, size_t seed) { memset(p, (int)(seed * 31 + 7), n); }
+static bool filled(const void *p, size_t n, size_t seed)
+{
+    for (size_t i = 0; i < n; i++)
+        if (((const unsigned char *)p)[i] != (unsigned char)(seed * 31 + 7))
+            return false;
+    return true;
+}
+
+/* Random mallocs (some aligned, some beyond a chunk), frees and reallocs, invariants walked
+ * every 500 steps and contents checked at every free. */
+static void tlsf_invariants_under_random_work(void)
+{
+    sm_heap_t *h = make("tlsf(chunk=64KB)");
+    if (!h)
+        return;
+    for (int step = 0; step < 60000 && !check_case_failed; step++) {
+        int i = (int)(rnd() % SLOTS);
+        uint64_t r = rnd();
+        if (!slot[i]) {
+            size_t n = r % 50 == 0 ? 1 + r % (200u << 10) : 1 + r % 1500;
+            size_t align = r % 13 == 0 ? (size_t)32 << (r % 8) : 16;
+            slot[i] = sm_heap_alloc(h, n, align);
+            CHECKF(slot[i] && ((uintptr_t)slot[i] & (align - 1)) == 0, "alloc %zu align %zu", n, align);
+            slot_len[i] = n;
+            if (slot[i])
+                fill(slot[i], n, (size_t)i);
+        } else if (r % 4 == 0) {
+            size_t n = 1 + rnd() % 4000;
+            void *q = sm_heap_resize(h, slot[i], n, "test");
+            CHECK(q != NULL);
+            size_t keep = n < slot_len[i] ? n : slot_len[i];
+            CHECKF(q && filled(q, keep, (size_t)i), "realloc %zu -> %zu lost the contents", slot_len[i], n);
+            slot[i] = q, slot_len[i] = n;
+            if (q)
+                fill(q, n, (size_t)i);
+        } else {
+            CHECKF(filled(slot[i], slot_len[i], (size_t)i), "block %d changed", i);
+            sm_heap_release(h, slot[i], "test");
+            slot[i] = NULL;
+        }
+        if (step % 500 == 0)
+            tlsf_check(h);
+    }
+    for (int i = 0; i < SLOTS; i++)
+        if (slot[i])
+            sm_heap_release(h, slot[i], "test"), slot[i] = NULL;
+    tlsf_check(h);
+    CHECKF(h->stats.mapped <= (64u << 10), "all free: %zu bytes still mapped (one empty chunk is kept)", h->stats.mapped);
+    sm_heap_delete(h);
+}
+
+static void tlsf_reset_keeps_retain(void)
+{
+    sm_heap_t *h = make("kind:tlsf,chunk:64KB,retain:128KB");
+    if (!h)
+        return;
+    for (int i = 0; i < 2000; i++)
+        CHECK(sm_heap_alloc(h, 500, 16) != NULL);
+    CHECK(h->stats.mapped >= (1u << 20));
+    sm_heap_empty(h);
+    tlsf_check(h);
+    CHECKF(h->stats.mapped == (128u << 10) && h->stats.blocks == 0, "after reset: %zu mapped", h->stats.mapped);
+    /* two empty spans are kept by the reset itself (retain), and both are served from */
+    CHECK(h->u.t.empty_spans == 2);
+    void *a = sm_heap_alloc(h, 60000, 16), *b = sm_heap_alloc(h, 60000, 16);
+    CHECK(a && b && h->stats.mapped == (128u << 10));
+    sm_heap_delete(h);
+}
+
+static void region_stack_discipline(void)
+{
+    sm_heap_t *h = make("region(chunk=64KB)");
+    if (!h)
+        return;
+    char *a = sm_heap_alloc(h, 1, 16), *b = sm_heap_alloc(h, 24, 16), *c = sm_heap_alloc(h, 100, 64);
+    CHECK(a && b && c);
+    CHECKF(b - a == 16 && sm_hr_usable(a) == 8 && sm_hr_usable(b) == 24, "a %p b %p", (void *)a, (void *)b);
+    CHECK(((uintptr_t)c & 63) == 0);
+    sm_heap_release(h, c, "test");
+    CHECK(sm_heap_alloc(h, 24, 16) == c); /* c was the last block: its memory came back */
+    sm_heap_release(h, b, "test");     /* not the last: its memory waits for the reset */
+    CHECK(sm_heap_alloc(h, 8, 16) == c + 32);
+    CHECK(h->stats.blocks == 3 && h->stats.allocated == 8 + 24 + 8);
+    /* spans in a row, each block inside one */
+    for (int i = 0; i < 3000; i++) {
+        char *p = sm_heap_alloc(h, 100, 16);
+        CHECK(p && h->u.r.at && p > (char *)h->u.r.at && p + 100 <= (char *)h->u.r.at + h->u.r.at->bytes);
+    }
+    CHECK(h->stats.mapped >= 4 * (64u << 10));
+    sm_heap_empty(h);
+    CHECK(h->stats.mapped == (64u << 10) && h->u.r.cur == (char *)h->u.r.at + SM_HEAP_SPAN_HDR + 8);
+    sm_heap_delete(h);
+}
+
+static void limit_counts_refusals(void)
+{
+    sm_heap_t *h = make("kind:region,chunk:64KB,limit:128KB");
+    if (!h)
+        return;
+    int n = 0;
+    while (sm_heap_alloc(h, 1000, 16))
+        n++;
+    CHECKF(n >= 120 && n <= 130 && h->stats.refused == 1 && h->stats.mapped == (128u << 10), "%d blocks, %llu refused", n,
+           (unsigned long long)h->stats.refused);
+    sm_heap_delete(h);
+}
+
+static void bad_frees_raised_once(void)
+{
+    sm_err_callback_set(on_error);
+    err_reset();
+    const char *specs[] = { "tlsf", "region" };
+    for (int k = 0; k < 2; k++) {
+        sm_heap_t *h = make(specs[k]);
+        if (!h)
+            return;
+        char *a = sm_heap_alloc(h, 64, 16), *b = sm_heap_alloc(h, 64, 16);
+        sm_heap_release(h, a, "test");
+        sm_heap_release(h, a, "test");
+        sm_heap_release(h, b + 32, "test");
+        sm_heap_release(h, b + 1, "test");
+        CHECKF(err_counts[SM_ERR_DOUBLE_FREE] == (unsigned long)k + 1 && err_counts[SM_ERR_INVALID_FREE] == 2ul * k + 2 &&
+                   err_total() == 3ul * k + 3,
+               "%s: %lu double, %lu invalid", specs[k], err_counts[SM_ERR_DOUBLE_FREE], err_counts[SM_ERR_INVALID_FREE]);
+        CHECK(h->stats.blocks == 1 && h->stats.frees == 1);
+        if (h->kind == SM_HEAP_TLSF)
+            tlsf_check(h);
+        sm_heap_delete(h);
+    }
+    sm_err_callback_set(NULL);
+}
+
+static void spec_values(void)
+{
+    sm_heap_spec_t s;
+    const char *at;
+    CHECK(!sm_heap_spec_parse("region(chunk=2MiB, limit=0x40000000, retain=0, name=abc)", &s, &at));
+    CHECK(s.kind == SM_HEAP_REGION && s.chunk == (2u << 20) && s.limit == (1u << 30) && s.retain == 0 &&
+          strcmp(s.name, "abc") == 0);
+    CHECK(!sm_heap_spec_parse("chunk:100K", &s, &at) && s.chunk == sm_align_up(100u << 10, sm_plat_page_size()) &&
+          s.retain == s.chunk && s.kind == SM_HEAP_TLSF);
+    CHECK(!sm_heap_spec_parse("limit:3G", &s, &at) && s.limit == (size_t)3 << 30);
+    const char *e = sm_heap_spec_parse("kind:tlsf,chunk:64KB,colour:red", &s, &at);
+    CHECK(e && strcmp(at, "colour:red") == 0);
+    e = sm_heap_spec_parse("slab(chunk=64KB)", &s, &at);
+    CHECK(e && strcmp(at, "slab(chunk=64KB)") == 0);
+}
+
+int main(void)
+{
+    check_begin("heaps");
+    RUN_CASE(tlsf_invariants_under_random_work);
+    RUN_CASE(tlsf_reset_keeps_retain);
+    RUN_CASE(region_stack_discipline);
+    RUN_CASE(limit_counts_refusals);
+    RUN_CASE(bad_frees_raised_once);
+    RUN_CASE(spec_values);
+    return check_end();
+}

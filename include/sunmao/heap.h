@@ -35,6 +35,8 @@ sunmao_heap_t *sunmao_heap_create(const char *spec);
  * its blocks in the rest. Plain free() recognises the blocks in the pages wholly inside the range. */
 sunmao_heap_t *sunmao_heap_create_in(void *base, size_t size, const char *spec);
 void sunmao_heap_destroy(sunmao_heap_t *heap);
+/* Frees every block. The memory the heap used since its last reset stays mapped for the next
+ * cycle; memory that sat idle through a whole cycle goes back to the OS, beyond `retain` bytes. */
 void sunmao_heap_reset(sunmao_heap_t *heap);
 
 void *sunmao_heap_malloc(sunmao_heap_t *heap, size_t size);

@@ -26,8 +26,9 @@ static sm_heap_t *make(const char *spec)
     return err ? NULL : sm_heap_new(&s, NULL, 0);
 }
 
-/* Walks every span of a tlsf heap; the first broken invariant fails the case. */
-static void tlsf_check(sm_heap_t *h)
+/* Walks every span of a tlsf heap; the first broken invariant fails the case. most_empty: the
+ * empty spans allowed (frees keep one; a reset keeps those used in the cycle and `retain`). */
+static void tlsf_check_with(sm_heap_t *h, size_t most_empty)
 {
     size_t free_blocks = 0, listed = 0, empty = 0, live = 0, usable = 0, mapped = 0;
     for (sm_heap_span_t *s = h->spans; s; s = s->next) {
@@ -75,13 +76,13 @@ static void tlsf_check(sm_heap_t *h)
             }
         }
     CHECKF(listed == free_blocks, "%zu free blocks, %zu listed", free_blocks, listed);
-    /* frees keep one empty mapped span; a reset keeps up to `retain` bytes of them */
-    size_t most = h->retain / h->chunk > 1 ? h->retain / h->chunk : 1;
-    CHECKF(empty == h->u.t.empty_spans && empty <= most, "%zu empty spans, counted %zu", empty, h->u.t.empty_spans);
+    CHECKF(empty == h->u.t.empty_spans && empty <= most_empty, "%zu empty spans, counted %zu", empty, h->u.t.empty_spans);
     CHECKF(live == h->stats.blocks && usable == h->stats.allocated && mapped == h->stats.mapped,
            "live %zu/%zu usable %zu/%zu mapped %zu/%zu", live, h->stats.blocks, usable, h->stats.allocated, mapped,
            h->stats.mapped);
 }
+
+static void tlsf_check(sm_heap_t *h) { tlsf_check_with(h, 1); }
 
 enum { SLOTS = 3000 };
 static void *slot[SLOTS];
@@ -146,10 +147,17 @@ static void tlsf_reset_keeps_retain(void)
         return;
     for (int i = 0; i < 2000; i++)
         CHECK(sm_heap_alloc(h, 500, 16) != NULL);
-    CHECK(h->stats.mapped >= (1u << 20));
+    size_t before = h->stats.mapped;
+    CHECK(before >= (1u << 20));
+    sm_heap_empty(h); /* every span served since create: all kept */
+    tlsf_check_with(h, SIZE_MAX);
+    CHECKF(h->stats.mapped == before && h->stats.blocks == 0, "after reset: %zu mapped, %zu before", h->stats.mapped, before);
+    CHECK(sm_heap_alloc(h, 100, 16) != NULL); /* one span used in this cycle */
     sm_heap_empty(h);
-    tlsf_check(h);
-    CHECKF(h->stats.mapped == (128u << 10) && h->stats.blocks == 0, "after reset: %zu mapped", h->stats.mapped);
+    tlsf_check_with(h, 3);
+    CHECKF(h->stats.mapped == (64u << 10) + (128u << 10), "after an idle cycle: %zu mapped", h->stats.mapped);
+    sm_heap_empty(h);
+    CHECKF(h->stats.mapped == (128u << 10), "after two idle cycles: %zu mapped", h->stats.mapped);
     /* two empty spans are kept by the reset itself (retain), and both are served from */
     CHECK(h->u.t.empty_spans == 2);
     void *a = sm_heap_alloc(h, 60000, 16), *b = sm_heap_alloc(h, 60000, 16);
@@ -176,8 +184,11 @@ static void region_stack_discipline(void)
         char *p = sm_heap_alloc(h, 100, 16);
         CHECK(p && h->u.r.at && p > (char *)h->u.r.at && p + 100 <= (char *)h->u.r.at + h->u.r.at->bytes);
     }
-    CHECK(h->stats.mapped >= 4 * (64u << 10));
-    sm_heap_empty(h);
+    size_t before = h->stats.mapped;
+    CHECK(before >= 4 * (64u << 10));
+    sm_heap_empty(h); /* all used this cycle: kept */
+    CHECK(h->stats.mapped == before && h->u.r.cur == (char *)h->u.r.at + SM_HEAP_SPAN_HDR + 8);
+    sm_heap_empty(h); /* idle for a cycle: one chunk (retain) kept */
     CHECK(h->stats.mapped == (64u << 10) && h->u.r.cur == (char *)h->u.r.at + SM_HEAP_SPAN_HDR + 8);
     sm_heap_delete(h);
 }

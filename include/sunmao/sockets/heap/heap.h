@@ -52,7 +52,7 @@ typedef struct sm_heap_span {
     struct sm_heap_span *next, *prev;
     size_t bytes;      /* the whole span, header included */
     unsigned mapped;   /* 1: from sm_plat_map (given back with it); 0: the caller's range */
-    unsigned pad_;
+    unsigned used;     /* 1: served a block since the last reset (or made since) */
 } sm_heap_span_t;
 #define SM_HEAP_SPAN_HDR 32u
 
@@ -79,7 +79,7 @@ typedef struct sm_heap {
     uintptr_t reg_lo, reg_hi; /* in_range: the pages of the range in the registry */
     size_t chunk;          /* bytes mapped at a time */
     size_t limit;          /* most bytes mapped at once; 0: no limit */
-    size_t retain;         /* bytes of spans a reset keeps for reuse */
+    size_t retain;         /* bytes of idle spans a reset keeps for reuse */
     char name[32];
     struct sm_heap *next, *prev; /* all heaps, under sm_heaps_list_lock */
     sm_heap_span_t *spans;
@@ -168,6 +168,7 @@ static SM_UNUSED sm_heap_span_t *sm_heap_span_new(sm_heap_t *h, size_t bytes)
     }
     s->bytes = bytes;
     s->mapped = 1;
+    s->used = 1;
     s->prev = NULL;
     s->next = h->spans;
     if (h->spans)
@@ -191,20 +192,24 @@ static SM_UNUSED void sm_heap_span_drop(sm_heap_t *h, sm_heap_span_t *s)
     sm_plat_unmap(s, s->bytes);
 }
 
-/* Keeps what a reset may keep, the caller's range and mapped spans up to h->retain bytes (the
- * newest first: they were the last in use), and drops the rest; calls keep(h, s) on each span
- * kept. Under h's lock. */
+/* What a reset keeps: the caller's range, every span that served a block since the last reset (a
+ * heap reset per request needs them again: reset costs O(spans), no system call), and of the
+ * spans that sat idle through a whole cycle, the newest up to h->retain bytes; the rest goes back
+ * to the OS. So memory a heap stopped using is returned one reset late. keep(h, s) is called on
+ * each span kept, whose mark is cleared. Under h's lock. */
 static SM_UNUSED void sm_heap_spans_trim(sm_heap_t *h, void (*keep)(sm_heap_t *, sm_heap_span_t *))
 {
     size_t kept = 0;
     for (sm_heap_span_t *s = h->spans, *next; s; s = next) {
         next = s->next;
-        if (s->mapped && s->bytes > h->retain - kept) { /* kept <= retain throughout */
-            sm_heap_span_drop(h, s);
-            continue;
-        }
-        if (s->mapped)
+        if (s->mapped && !s->used) {
+            if (s->bytes > h->retain - kept) { /* kept <= retain throughout */
+                sm_heap_span_drop(h, s);
+                continue;
+            }
             kept += s->bytes;
+        }
+        s->used = 0;
         keep(h, s);
     }
 }

@@ -62,6 +62,7 @@ static SM_UNUSED sm_heap_t *sm_heap_new(const sm_heap_spec_t *spec, void *base, 
         h->reg_lo = first, h->reg_hi = last > first ? last : first;
         span->bytes = span_bytes;
         span->mapped = 0;
+        span->used = 0;
         span->next = span->prev = NULL;
         h->spans = span;
         h->stats.mapped = span_bytes;

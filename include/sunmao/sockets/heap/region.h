@@ -37,6 +37,7 @@ static SM_UNUSED void *sm_hr_carve(sm_heap_t *h, size_t n, size_t align)
     uint64_t *hdr = (uint64_t *)(user - 8);
     *hdr = sm_heap_tag(h, hdr) | (take - 16); /* usable = take - 8; stored without its 8 */
     h->u.r.cur = (char *)(user + take - 8);
+    h->u.r.at->used = 1;
     return (void *)user;
 }
 

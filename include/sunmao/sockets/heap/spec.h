@@ -7,7 +7,8 @@
  *   chunk   bytes mapped at a time (default 1 MiB; 64 KiB .. 1 GiB, rounded up to pages)
  *   limit   most bytes the heap maps at once, 0 = none (default); a request beyond it fails with
  *           ENOMEM and counts in the heap's `refused`
- *   retain  bytes of spans a reset keeps for reuse (default: one chunk)
+ *   retain  bytes of idle spans a reset keeps for reuse (default: one chunk; the spans used
+ *           since the last reset are kept too: heap.h, sm_heap_spans_trim)
  *   name    up to 31 characters, shown by the statistics
  * Sizes: a decimal or 0x number, optionally followed by K, M or G (with or without B or iB;
  * powers of 1024). * @check: <sunmao/policies/err/warn.h> SM_HEAP_RAISE=sm_err_warn_raise */

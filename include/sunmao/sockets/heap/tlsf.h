@@ -184,8 +184,10 @@ static SM_UNUSED void *sm_ht_alloc(sm_heap_t *h, size_t n, size_t align)
         if (!b)
             return NULL;
     }
-    if (sm_ht_whole_span(b))
+    if (sm_ht_whole_span(b)) {
         h->u.t.empty_spans--;
+        ((sm_heap_span_t *)((char *)b - SM_HEAP_SPAN_HDR))->used = 1;
+    }
     if (align > 16) {
         uintptr_t user = sm_align_up((uintptr_t)b + SM_HT_HDR, align);
         size_t gap = user - ((uintptr_t)b + SM_HT_HDR);

@@ -31,13 +31,15 @@ API(sunmao_heap_free);
 API(sunmao_heap_of);
 API(sunmao_heap_stats);
 static void (*p_free_sized)(void *, size_t);
+static void (*p_stats_print)(void (*)(void *, const char *), void *, const char *);
 
 static bool resolve(void)
 {
 #define R(name) (p_##name = (__typeof__(p_##name))dlsym(RTLD_DEFAULT, #name)) != NULL
     return R(sunmao_heap_create) && R(sunmao_heap_create_in) && R(sunmao_heap_destroy) && R(sunmao_heap_reset) &&
            R(sunmao_heap_malloc) && R(sunmao_heap_calloc) && R(sunmao_heap_aligned_alloc) &&
-           R(sunmao_heap_realloc) && R(sunmao_heap_free) && R(sunmao_heap_of) && R(sunmao_heap_stats) && R(free_sized);
+           R(sunmao_heap_realloc) && R(sunmao_heap_free) && R(sunmao_heap_of) && R(sunmao_heap_stats) && R(free_sized) &&
+           (p_stats_print = (__typeof__(p_stats_print))dlsym(RTLD_DEFAULT, "sunmao_stats_print")) != NULL;
 #undef R
 }
 
@@ -451,6 +453,39 @@ static void bad_frees_reported_once(void)
     p_sunmao_heap_destroy(h);
 }
 
+static char printed[16384];
+static void collect(void *opaque, const char *s)
+{
+    (void)opaque;
+    strncat(printed, s, sizeof printed - strlen(printed) - 1);
+}
+/* sunmao_stats_print lists each heap with its figures (text and JSON), and `h` leaves them out. */
+static void stats_list_the_heaps(void)
+{
+    sunmao_heap_t *h = p_sunmao_heap_create("tlsf(name=tenant-a, limit=8MB)");
+    for (int i = 0; i < 100; i++)
+        blk[i] = p_sunmao_heap_malloc(h, 100);
+    for (int i = 0; i < 40; i++)
+        free(blk[i]);
+    struct sunmao_heap_stats s = stats_of(h);
+    char want[256];
+    snprintf(want, sizeof want, "  %-20s %-6s %14zu %14zu %12zu %14zu %12llu %12llu %8llu %8llu\n", "tenant-a", "tlsf",
+             s.allocated, s.peak_allocated, s.blocks, s.mapped, 100ull, 40ull, 0ull, 0ull);
+    printed[0] = 0;
+    p_stats_print(collect, NULL, "gab");
+    CHECKF(strstr(printed, "\nheaps: ") && strstr(printed, want), "no row \"%s\" in: %s", want, printed);
+    printed[0] = 0;
+    p_stats_print(collect, NULL, "Jgab");
+    snprintf(want, sizeof want, "{\"name\": \"tenant-a\", \"kind\": \"tlsf\", \"allocated\": %zu, ", s.allocated);
+    CHECKF(strstr(printed, want), "no JSON row %s in: %s", want, printed);
+    printed[0] = 0;
+    p_stats_print(collect, NULL, "gabh");
+    CHECK(!strstr(printed, "tenant-a"));
+    for (int i = 40; i < 100; i++)
+        free(blk[i]);
+    p_sunmao_heap_destroy(h);
+}
+
 int main(int argc, char **argv)
 {
     check_begin("heaps");
@@ -470,6 +505,7 @@ int main(int argc, char **argv)
     CASE(threads_share_a_heap);
     CASE(fork_while_threads_use_it);
     CASE(specs_accepted_and_refused);
+    CASE(stats_list_the_heaps);
     if (only && strcmp(only, "bad_frees_reported_once") == 0)
         RUN_CASE(bad_frees_reported_once);
     return check_end();

@@ -193,6 +193,33 @@ static void region_stack_discipline(void)
     sm_heap_delete(h);
 }
 
+/* A heap reset per request maps nothing after the first cycle: each kind reuses what it kept. */
+static void cycles_reuse_kept_spans(void)
+{
+    const char *specs[] = { "tlsf(chunk=64KB)", "region(chunk=64KB)" };
+    for (int k = 0; k < 2; k++) {
+        sm_heap_t *h = make(specs[k]);
+        if (!h)
+            return;
+        size_t mapped = 0;
+        for (int cycle = 0; cycle < 6; cycle++) {
+            for (int i = 0; i < 20000; i++) {
+                void *p = sm_heap_alloc(h, 16 + (size_t)(i * 7) % 200, 16);
+                CHECK(p != NULL);
+                if (i % 500 == 0)
+                    CHECK(sm_heap_alloc(h, 40000, 16) != NULL); /* a span of its own (region) */
+            }
+            if (cycle == 1)
+                mapped = h->stats.mapped;
+            else if (cycle > 1)
+                CHECKF(h->stats.mapped == mapped, "%s cycle %d: %zu mapped, %zu after cycle 1", specs[k], cycle,
+                       h->stats.mapped, mapped);
+            sm_heap_empty(h);
+        }
+        sm_heap_delete(h);
+    }
+}
+
 static void limit_counts_refusals(void)
 {
     sm_heap_t *h = make("kind:region,chunk:64KB,limit:128KB");
@@ -253,6 +280,7 @@ int main(void)
     RUN_CASE(tlsf_invariants_under_random_work);
     RUN_CASE(tlsf_reset_keeps_retain);
     RUN_CASE(region_stack_discipline);
+    RUN_CASE(cycles_reuse_kept_spans);
     RUN_CASE(limit_counts_refusals);
     RUN_CASE(bad_frees_raised_once);
     RUN_CASE(spec_values);

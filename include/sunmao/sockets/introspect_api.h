@@ -70,6 +70,10 @@ __attribute__((format(printf, 2, 3))) static void sm_intro_printf(sm_intro_out_t
 
 static bool sm_intro_opt(const char *opts, char letter) { return opts && strchr(opts, letter) != NULL; }
 
+/* The first-class heaps the statistics list (sockets/heap/ops.h), guarded by sm_intro_lock. */
+#define SM_INTRO_HEAPS_SHOWN 64
+static sm_heap_row_t sm_intro_heaps[SM_INTRO_HEAPS_SHOWN];
+
 SM_SLOWPATH void sm_intro_print_text(sm_intro_out_t *o, const sm_stats_t *s, const char *opts)
 {
     sm_intro_printf(o, "___ Begin sunmao statistics ___\n");
@@ -99,6 +103,21 @@ SM_SLOWPATH void sm_intro_print_text(sm_intro_out_t *o, const sm_stats_t *s, con
     }
     sm_intro_printf(o, "tcache: threads: %zu, objects: %zu, bytes: %zu\n", s->tcache_threads, s->tcache_objects,
                     s->tcache_bytes);
+    size_t nheaps = sm_intro_opt(opts, 'h') ? 0 : sm_heaps_rows(sm_intro_heaps, SM_INTRO_HEAPS_SHOWN);
+    if (nheaps) {
+        sm_intro_printf(o, "heaps: %zu\n  %-20s %-6s %14s %14s %12s %14s %12s %12s %8s %8s\n", nheaps, "name", "kind",
+                        "allocated", "peak", "blocks", "mapped", "nmalloc", "nfree", "resets", "refused");
+        for (size_t i = 0; i < nheaps && i < SM_INTRO_HEAPS_SHOWN; i++) {
+            const sm_heap_row_t *r = &sm_intro_heaps[i];
+            sm_intro_printf(o, "  %-20s %-6s %14zu %14zu %12zu %14zu %12llu %12llu %8llu %8llu\n",
+                            r->name[0] ? r->name : "-", sm_heap_kind_name(r->kind), r->stats.allocated,
+                            r->stats.peak_allocated, r->stats.blocks, r->stats.mapped,
+                            (unsigned long long)r->stats.allocs, (unsigned long long)r->stats.frees,
+                            (unsigned long long)r->stats.resets, (unsigned long long)r->stats.refused);
+        }
+        if (nheaps > SM_INTRO_HEAPS_SHOWN)
+            sm_intro_printf(o, "  (%zu more)\n", nheaps - SM_INTRO_HEAPS_SHOWN);
+    }
     sm_intro_printf(o, "--- End sunmao statistics ---\n");
 }
 
@@ -134,8 +153,24 @@ SM_SLOWPATH void sm_intro_print_json(sm_intro_out_t *o, const sm_stats_t *s, con
                         i ? "," : "", c->size, c->slabs, c->live, c->cached, (unsigned long long)c->nmalloc,
                         (unsigned long long)c->nfree);
     }
-    sm_intro_printf(o, "],\n\"tcache\": {\"threads\": %zu, \"objects\": %zu, \"bytes\": %zu}\n}\n}\n",
+    sm_intro_printf(o, "],\n\"tcache\": {\"threads\": %zu, \"objects\": %zu, \"bytes\": %zu},\n\"heaps\": [",
                     s->tcache_threads, s->tcache_objects, s->tcache_bytes);
+    size_t nheaps = sm_intro_opt(opts, 'h') ? 0 : sm_heaps_rows(sm_intro_heaps, SM_INTRO_HEAPS_SHOWN);
+    for (size_t i = 0; i < nheaps && i < SM_INTRO_HEAPS_SHOWN; i++) {
+        const sm_heap_row_t *r = &sm_intro_heaps[i];
+        /* a name is the program's text: printed only if it needs no escaping */
+        bool plain = true;
+        for (const char *c = r->name; *c; c++)
+            plain &= *c >= 0x20 && *c != '"' && *c != '\\';
+        sm_intro_printf(o,
+                        "%s\n {\"name\": \"%s\", \"kind\": \"%s\", \"allocated\": %zu, \"peak\": %zu, \"blocks\": %zu, "
+                        "\"mapped\": %zu, \"nmalloc\": %llu, \"nfree\": %llu, \"resets\": %llu, \"refused\": %llu}",
+                        i ? "," : "", plain ? r->name : "?", sm_heap_kind_name(r->kind), r->stats.allocated,
+                        r->stats.peak_allocated, r->stats.blocks, r->stats.mapped, (unsigned long long)r->stats.allocs,
+                        (unsigned long long)r->stats.frees, (unsigned long long)r->stats.resets,
+                        (unsigned long long)r->stats.refused);
+    }
+    sm_intro_printf(o, "]\n}\n}\n");
 }
 
 /* Prints a fresh reading (not the epoch's snapshot: jemalloc's prints current figures too). */

@@ -50,11 +50,12 @@ enum sm_heap_kind { SM_HEAP_TLSF, SM_HEAP_REGION };
 /* A run of pages a heap carves blocks from; blocks start SM_HEAP_SPAN_HDR bytes in. */
 typedef struct sm_heap_span {
     struct sm_heap_span *next, *prev;
+    struct sm_heap_span *ready; /* region: the next span a reset kept to carve from */
     size_t bytes;      /* the whole span, header included */
     unsigned mapped;   /* 1: from sm_plat_map (given back with it); 0: the caller's range */
     unsigned used;     /* 1: served a block since the last reset (or made since) */
 } sm_heap_span_t;
-#define SM_HEAP_SPAN_HDR 32u
+#define SM_HEAP_SPAN_HDR 48u
 
 /* Counters of one heap, read under its lock (sunmao_heap_stats). */
 typedef struct sm_heap_counts {
@@ -94,6 +95,7 @@ typedef struct sm_heap {
         struct {           /* region */
             char *cur, *end; /* next header goes at cur (cur + 8 is 16-aligned); end of the span */
             sm_heap_span_t *at; /* the span cur is in */
+            sm_heap_span_t *ready; /* spans a reset kept, carved from before new ones are mapped */
         } r;
     } u;
 } sm_heap_t;

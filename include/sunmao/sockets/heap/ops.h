@@ -1,5 +1,6 @@
 /* A heap's operations (part of sockets/heap/heap.h), each under the heap's lock, dispatched to its
- * kind; what the API in sockets/heap_api.h calls once it has checked the handle. * @check: <sunmao/policies/err/warn.h> SM_HEAP_RAISE=sm_err_warn_raise */
+ * kind; what the API in sockets/heap_api.h calls once it has checked the handle.
+ * @check: <sunmao/policies/err/warn.h> SM_HEAP_RAISE=sm_err_warn_raise */
 #ifndef SM_HEAP_PARTS
 #include "heap.h"
 #else
@@ -216,4 +217,32 @@ static SM_UNUSED void sm_heap_read_stats(sm_heap_t *h, sm_heap_counts_t *out)
     *out = h->stats;
     sm_plat_unlock(&h->lock);
 }
+
+/* One heap as the statistics print it. */
+typedef struct sm_heap_row {
+    char name[32];
+    unsigned kind;
+    bool in_range;
+    sm_heap_counts_t stats;
+} sm_heap_row_t;
+
+/* The first `max` heaps' rows (newest first); returns how many heaps exist. Copied under the
+ * locks and printed after, so a writer that allocates, or makes a heap, cannot deadlock. */
+static SM_UNUSED size_t sm_heaps_rows(sm_heap_row_t *rows, size_t max)
+{
+    size_t n = 0;
+    sm_plat_lock(&sm_heaps_list_lock);
+    for (sm_heap_t *h = sm_heaps_all; h; h = h->next, n++) {
+        if (n >= max)
+            continue;
+        memcpy(rows[n].name, h->name, sizeof rows[n].name);
+        rows[n].kind = h->kind;
+        rows[n].in_range = h->in_range;
+        sm_heap_read_stats(h, &rows[n].stats);
+    }
+    sm_plat_unlock(&sm_heaps_list_lock);
+    return n;
+}
+
+static inline const char *sm_heap_kind_name(unsigned kind) { return kind == SM_HEAP_REGION ? "region" : "tlsf"; }
 #endif

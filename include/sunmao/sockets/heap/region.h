@@ -6,8 +6,9 @@
  * Block layout: an 8-byte header {tag | usable | SM_HR_FREED}, then the program's bytes. A block
  * takes align16(n + 8) bytes, so with the header at an address 8 mod 16 every block's bytes start
  * 16-aligned and the next header again lands at 8 mod 16.
- * Invariants: r.cur is in r.at, 8 mod 16, and r.cur <= r.end; blocks of the spans before r.at
- * (in the list order) are never carved again until reset. * @check: <sunmao/policies/err/warn.h> SM_HEAP_RAISE=sm_err_warn_raise */
+ * Invariants: r.cur is in r.at, 8 mod 16, and r.cur <= r.end; a span that is neither r.at nor on
+ * the ready list (spans a reset kept, not yet carved) is never carved again until reset.
+ * @check: <sunmao/policies/err/warn.h> SM_HEAP_RAISE=sm_err_warn_raise */
 #ifndef SM_HEAP_PARTS
 #include "heap.h"
 #else
@@ -41,6 +42,18 @@ static SM_UNUSED void *sm_hr_carve(sm_heap_t *h, size_t n, size_t align)
     return (void *)user;
 }
 
+/* A span a reset kept with at least `need` bytes, taken off the ready list; NULL when none. */
+static SM_UNUSED sm_heap_span_t *sm_hr_take_ready(sm_heap_t *h, size_t need)
+{
+    for (sm_heap_span_t **link = &h->u.r.ready; *link; link = &(*link)->ready)
+        if ((*link)->bytes >= need) {
+            sm_heap_span_t *s = *link;
+            *link = s->ready;
+            return s;
+        }
+    return NULL;
+}
+
 static SM_UNUSED void *sm_hr_alloc(sm_heap_t *h, size_t n, size_t align)
 {
     void *p = h->u.r.at ? sm_hr_carve(h, n, align) : NULL;
@@ -52,16 +65,16 @@ static SM_UNUSED void *sm_hr_alloc(sm_heap_t *h, size_t n, size_t align)
     if (need > h->chunk / 4) {
         sm_heap_span_t *cur = h->u.r.at;
         char *c = h->u.r.cur, *e = h->u.r.end;
-        sm_heap_span_t *s = sm_heap_span_new(h, need);
-        if (!s)
+        sm_heap_span_t *s = sm_hr_take_ready(h, need);
+        if (!s && !(s = sm_heap_span_new(h, need)))
             return NULL;
         sm_hr_start(h, s);
         p = sm_hr_carve(h, n, align);
         h->u.r.at = cur, h->u.r.cur = c, h->u.r.end = e;
         return p;
     }
-    sm_heap_span_t *s = sm_heap_span_new(h, h->chunk);
-    if (!s)
+    sm_heap_span_t *s = sm_hr_take_ready(h, need);
+    if (!s && !(s = sm_heap_span_new(h, h->chunk)))
         return NULL;
     sm_hr_start(h, s);
     return sm_hr_carve(h, n, align);
@@ -128,15 +141,21 @@ static SM_UNUSED bool sm_hr_resize(sm_heap_t *h, void *p, size_t n)
     return true;
 }
 
-/* reset: carving starts again at the first span kept (the newest: see sm_heap_spans_trim). */
+/* reset: carving starts again at the first span kept (the newest: see sm_heap_spans_trim) and
+ * goes on through the others before a span is mapped. */
 static SM_UNUSED void sm_hr_keep(sm_heap_t *h, sm_heap_span_t *s)
 {
-    if (!h->u.r.at)
+    if (!h->u.r.at) {
         sm_hr_start(h, s);
+        return;
+    }
+    s->ready = h->u.r.ready;
+    h->u.r.ready = s;
 }
 static SM_UNUSED void sm_hr_reset(sm_heap_t *h)
 {
     h->u.r.at = NULL;
+    h->u.r.ready = NULL;
     sm_heap_spans_trim(h, sm_hr_keep);
 }
 #endif

@@ -3,7 +3,8 @@
  * (three dependent loads, core/pagemap.h); updates hold sm_heaps_map_lock. The map's nodes come
  * straight from the OS and are never given back (8 bytes per page of address space ever used by
  * a heap). sm_heaps_used stays 0 until the first heap exists, so a program without heaps pays one
- * load of it on the paths that ask (a free that missed the top layer's hit path). * @check: <sunmao/policies/err/warn.h> SM_HEAP_RAISE=sm_err_warn_raise */
+ * load of it on the paths that ask (a free that missed the top layer's hit path).
+ * @check: <sunmao/policies/err/warn.h> SM_HEAP_RAISE=sm_err_warn_raise */
 #ifndef SM_HEAP_PARTS
 #include "heap.h"
 #else

@@ -11,7 +11,8 @@
  *           since the last reset are kept too: heap.h, sm_heap_spans_trim)
  *   name    up to 31 characters, shown by the statistics
  * Sizes: a decimal or 0x number, optionally followed by K, M or G (with or without B or iB;
- * powers of 1024). * @check: <sunmao/policies/err/warn.h> SM_HEAP_RAISE=sm_err_warn_raise */
+ * powers of 1024).
+ * @check: <sunmao/policies/err/warn.h> SM_HEAP_RAISE=sm_err_warn_raise */
 #ifndef SM_HEAP_PARTS
 #include "heap.h"
 #else

@@ -11,7 +11,9 @@
  * A span: its header, blocks end to end, then a 16-byte sentinel header of size 0.
  * Invariants: no two free blocks are adjacent; every free block is in the list of its (fl, sl)
  * and the bitmaps say which lists are non-empty; a span that is one free block counts in
- * empty_spans, and a mapped heap keeps at most one such span (the rest go back to the OS). * @check: <sunmao/policies/err/warn.h> SM_HEAP_RAISE=sm_err_warn_raise */
+ * empty_spans; a free that empties a mapped span gives it back unless it is the only empty one
+ * (a reset keeps more: heap.h, sm_heap_spans_trim).
+ * @check: <sunmao/policies/err/warn.h> SM_HEAP_RAISE=sm_err_warn_raise */
 #ifndef SM_HEAP_PARTS
 #include "heap.h"
 #else

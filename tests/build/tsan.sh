@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# ThreadSanitizer over the sync policies and segfit_lk (their unit tests) and the prefixed libraries:
+# ThreadSanitizer over the sync policies, segfit_lk, the first-class heaps (their unit tests) and the
+# prefixed libraries:
 # builds libsm_<inst>.a with -fsanitize=thread into
 # $BUILD/tsan, links tests/stress/large_race.c against each and runs it (large blocks from many
 # threads through the decay cache, mremap and the OS layer's registry: the paths of the remap race,
@@ -13,7 +14,7 @@ for arg in "$@"; do
             cat <<'USAGE'
 usage: tests/build/tsan.sh [-h|--help]        (one of the tests that tests/run.sh and make test run)
 
-ThreadSanitizer: builds the sync-policy and segfit_lk unit tests and the prefixed libraries with
+ThreadSanitizer: builds the sync-policy, segfit_lk and heaps unit tests and the prefixed libraries with
 -fsanitize=thread into $BUILD/tsan and runs them, each instance under tests/stress/large_race.c;
 any ThreadSanitizer report fails. A machine where TSan cannot run gives one skip line.
 Prints `ok tsan/...` or `not ok tsan/...: <why>`.
@@ -48,8 +49,9 @@ fi
 # and combining policies included), segfit_lk's lists, page map and chunk growth, and the lock-free
 # and wait-free layers (segfit_lf, slab_wf; their 16-byte CAS is the compiler's builtin under
 # ThreadSanitizer, which needs libatomic), and the thread cache (its tables, read by hit paths
-# while the first slow path builds them; its shared budget pool).
-for unit in sync_policies segfit_lk segfit_lf slab_wf thread_cache thread_cache_pool; do
+# while the first slow path builds them; its shared budget pool), and the first-class heaps (their
+# registry read without a lock while other threads map, unmap and make heaps).
+for unit in sync_policies segfit_lk segfit_lf slab_wf thread_cache thread_cache_pool heaps; do
     ub="$out/$unit"
     if ! $CC -std=c11 -O1 -g -D_GNU_SOURCE -Iinclude -I. -Wall -Wextra $SAN "tests/unit/$unit.c" -lpthread -latomic \
         -o "$ub" >"$logs/$unit.build.log" 2>&1; then

@@ -220,6 +220,66 @@ static void cycles_reuse_kept_spans(void)
     }
 }
 
+/* Four threads share a heap and free each other's blocks; a fifth makes and destroys heaps of its
+ * own meanwhile (the registry and the list change under the others' lookups). Under
+ * ThreadSanitizer too (tests/build/tsan.sh). */
+static sm_heap_t *shared;
+static void *volatile handoff[4][256];
+static int churn_done;
+static void *share_worker(void *arg)
+{
+    int me = (int)(intptr_t)arg;
+    long bad = 0;
+    for (int round = 0; round < 30; round++) {
+        for (int i = 0; i < 256; i++) {
+            size_t n = 16 + (size_t)(i * 29 + me) % 3000;
+            char *p = sm_heap_alloc(shared, n, 16);
+            if (!p)
+                return (void *)-1;
+            memset(p, me + 1, n);
+            char *old = __atomic_exchange_n(&handoff[(me + 1) % 4][i], p, __ATOMIC_ACQ_REL);
+            if (old) /* this thread's, not yet taken by the next one */
+                sm_heap_release(shared, old, "test");
+            char *theirs = __atomic_exchange_n(&handoff[me][i], NULL, __ATOMIC_ACQ_REL);
+            if (theirs) { /* the thread before this one's block, freed here */
+                bad += sm_heaps_owner(theirs) != shared || theirs[0] != (char)((me + 3) % 4 + 1);
+                sm_heap_release(shared, theirs, "test");
+            }
+        }
+    }
+    return (void *)bad;
+}
+static void *churn_worker(void *arg)
+{
+    (void)arg;
+    while (!__atomic_load_n(&churn_done, __ATOMIC_ACQUIRE)) {
+        sm_heap_t *h = make("region(chunk=64KB)");
+        for (int i = 0; h && i < 2000; i++)
+            sm_heap_alloc(h, 100, 16);
+        if (h)
+            sm_heap_delete(h);
+    }
+    return NULL;
+}
+static void threads_share_a_heap(void)
+{
+    shared = make("tlsf(chunk=64KB)");
+    if (!shared)
+        return;
+    pthread_t churn;
+    pthread_create(&churn, NULL, churn_worker, NULL);
+    check_threads(4, share_worker);
+    __atomic_store_n(&churn_done, 1, __ATOMIC_RELEASE);
+    pthread_join(churn, NULL);
+    for (int t = 0; t < 4; t++)
+        for (int i = 0; i < 256; i++)
+            if (handoff[t][i])
+                sm_heap_release(shared, handoff[t][i], "test");
+    tlsf_check(shared);
+    CHECK(shared->stats.blocks == 0);
+    sm_heap_delete(shared);
+}
+
 static void limit_counts_refusals(void)
 {
     sm_heap_t *h = make("kind:region,chunk:64KB,limit:128KB");
@@ -281,6 +341,7 @@ int main(void)
     RUN_CASE(tlsf_reset_keeps_retain);
     RUN_CASE(region_stack_discipline);
     RUN_CASE(cycles_reuse_kept_spans);
+    RUN_CASE(threads_share_a_heap);
     RUN_CASE(limit_counts_refusals);
     RUN_CASE(bad_frees_raised_once);
     RUN_CASE(spec_values);

@@ -30,7 +30,7 @@ static sm_heap_t *make(const char *spec)
  * empty spans allowed (frees keep one; a reset keeps those used in the cycle and `retain`). */
 static void tlsf_check_with(sm_heap_t *h, size_t most_empty)
 {
-    size_t free_blocks = 0, listed = 0, empty = 0, live = 0, usable = 0, mapped = 0;
+    size_t free_blocks = 0, listed = 0, empty = 0, live = 0, usable = 0, mapped = 0, quick = 0;
     for (sm_heap_span_t *s = h->spans; s; s = s->next) {
         mapped += s->bytes;
         sm_ht_block_t *b = (sm_ht_block_t *)((char *)s + SM_HEAP_SPAN_HDR);
@@ -48,10 +48,13 @@ static void tlsf_check_with(sm_heap_t *h, size_t most_empty)
             CHECKF((char *)b + sm_ht_size(b) <= (char *)s + s->bytes, "block %p runs past its span", (void *)b);
             bool is_free = b->size & SM_HT_FREE;
             CHECKF(!(is_free && prev_free), "two free blocks adjacent at %p", (void *)b);
+            CHECKF(!(is_free && (b->size & SM_HT_QUICK)), "block %p free and quick", (void *)b);
             if (is_free) {
                 free_blocks++;
                 if (sm_ht_whole_span(b))
                     empty++;
+            } else if (b->size & SM_HT_QUICK) {
+                quick++;
             } else {
                 live++;
                 usable += sm_ht_size(b) - SM_HT_HDR;
@@ -76,6 +79,15 @@ static void tlsf_check_with(sm_heap_t *h, size_t most_empty)
             }
         }
     CHECKF(listed == free_blocks, "%zu free blocks, %zu listed", free_blocks, listed);
+    size_t quick_listed = 0;
+    for (unsigned q = 0; q < SM_HT_QUICK_CLASSES; q++) {
+        size_t n = 0;
+        for (sm_ht_block_t *b = h->u.t.quick[q]; b && n <= SM_HT_QUICK_MAX; b = b->next_free, n++)
+            CHECKF((b->size & SM_HT_QUICK) && sm_ht_size(b) == 32u + 16u * q, "block %p on quick list %u", (void *)b, q);
+        CHECKF(n == h->u.t.quick_n[q] && n <= SM_HT_QUICK_MAX, "quick list %u: %zu blocks, counted %u", q, n, h->u.t.quick_n[q]);
+        quick_listed += n;
+    }
+    CHECKF(quick == quick_listed, "%zu quick blocks in the spans, %zu listed", quick, quick_listed);
     CHECKF(empty == h->u.t.empty_spans && empty <= most_empty, "%zu empty spans, counted %zu", empty, h->u.t.empty_spans);
     CHECKF(live == h->stats.blocks && usable == h->stats.allocated && mapped == h->stats.mapped,
            "live %zu/%zu usable %zu/%zu mapped %zu/%zu", live, h->stats.blocks, usable, h->stats.allocated, mapped,

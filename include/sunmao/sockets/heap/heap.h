@@ -24,8 +24,8 @@
  *   heap's key: a free of an interior or stray pointer inside a span is reported, not followed.
  * - h->stats.allocated is the sum of usable sizes of live blocks; mapped the bytes of all spans.
  * Lock order: sm_heaps_list_lock -> a heap's lock -> sm_heaps_map_lock. Every operation on a heap
- * runs under its lock (a pthread mutex: heaps are shared between threads); errors are raised after
- * it is released. fork: the socket's handlers take all three (sm_heaps_fork_*).
+ * runs under its lock (the spinlock sync policy: a few list operations, rarely a system call, and
+ * a waiter yields after a bounded spin); errors are raised after it is released. fork: the socket's handlers take all three (sm_heaps_fork_*).
  * @check: <sunmao/policies/err/warn.h> SM_HEAP_RAISE=sm_err_warn_raise */
 #ifndef SM_SOCKET_HEAP_INCLUDED
 #define SM_SOCKET_HEAP_INCLUDED
@@ -40,6 +40,7 @@
 #include "../../core/errors.h"
 #include "../../core/secret.h"
 #include "../../platform/platform.h"
+#include "../../policies/sync/spinlock.h"
 
 #ifndef SM_HEAP_RAISE
 #error "heap: define SM_HEAP_RAISE (the err policy's raise function) before including"
@@ -70,10 +71,12 @@ typedef struct sm_heap_counts {
 #define SM_HT_SL_BITS  4u
 #define SM_HT_SL_COUNT (1u << SM_HT_SL_BITS)
 #define SM_HT_FL_COUNT 41u /* first level 0: sizes below 256 in 16-byte steps; then one per power of two up to 2^47 */
+#define SM_HT_QUICK_CLASSES 15u /* block sizes 32..256 */
+#define SM_HT_QUICK_MAX 16u     /* blocks each quick list holds */
 
 typedef struct sm_heap {
     uint64_t magic;        /* SM_HEAP_MAGIC ^ the object's address while the heap exists */
-    sm_plat_lock_t lock;
+    sm_sync_spinlock_t lock; /* the spinlock sync policy: it yields, and a fork finds its owner */
     unsigned kind;         /* enum sm_heap_kind */
     uint16_t key;          /* mixed into every block tag */
     bool in_range;         /* built inside the caller's range (sm_heap_create_in) */
@@ -89,8 +92,10 @@ typedef struct sm_heap {
         struct {           /* tlsf */
             uint64_t fl_map;
             uint32_t sl_map[SM_HT_FL_COUNT];
-            size_t empty_spans; /* spans that are one free block (kept: at most one mapped) */
+            size_t empty_spans; /* spans that are one free block */
             struct sm_ht_block *heads[SM_HT_FL_COUNT][SM_HT_SL_COUNT];
+            struct sm_ht_block *quick[SM_HT_QUICK_CLASSES]; /* freed small blocks, not coalesced */
+            uint8_t quick_n[SM_HT_QUICK_CLASSES];
         } t;
         struct {           /* region */
             char *cur, *end; /* next header goes at cur (cur + 8 is 16-aligned); end of the span */

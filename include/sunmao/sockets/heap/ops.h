@@ -41,7 +41,7 @@ static SM_UNUSED sm_heap_t *sm_heap_new(const sm_heap_spec_t *spec, void *base, 
         if (!h)
             return NULL;
     }
-    sm_plat_lock_t unlocked = SM_PLAT_LOCK_INIT;
+    sm_sync_spinlock_t unlocked = SM_SYNC_spinlock_INIT;
     h->lock = unlocked;
     h->kind = spec->kind;
     h->key = (uint16_t)(sm_secret() ^ ((uintptr_t)h >> 12));
@@ -91,11 +91,11 @@ static SM_UNUSED void sm_heap_destroy_locked(sm_heap_t *h)
 static SM_UNUSED void sm_heap_delete(sm_heap_t *h)
 {
     sm_plat_lock(&sm_heaps_list_lock);
-    sm_plat_lock(&h->lock);
+    sm_sync_spinlock_lock(&h->lock);
     sm_heaps_unlink(h);
     h->magic = 0;
     sm_heap_destroy_locked(h);
-    sm_plat_unlock(&h->lock);
+    sm_sync_spinlock_unlock(&h->lock);
     sm_plat_unlock(&sm_heaps_list_lock);
     if (!h->in_range)
         sm_plat_unmap(h, sizeof *h);
@@ -103,14 +103,14 @@ static SM_UNUSED void sm_heap_delete(sm_heap_t *h)
 
 static SM_UNUSED void sm_heap_empty(sm_heap_t *h)
 {
-    sm_plat_lock(&h->lock);
+    sm_sync_spinlock_lock(&h->lock);
     if (h->kind == SM_HEAP_TLSF)
         sm_ht_reset(h);
     else
         sm_hr_reset(h);
     h->stats.allocated = h->stats.peak_allocated = h->stats.blocks = 0;
     h->stats.resets++;
-    sm_plat_unlock(&h->lock);
+    sm_sync_spinlock_unlock(&h->lock);
 }
 
 static inline size_t sm_heap_usable_locked(const sm_heap_t *h, const void *p)
@@ -126,11 +126,11 @@ static SM_UNUSED void *sm_heap_alloc(sm_heap_t *h, size_t n, size_t align)
     }
     if (align < 16)
         align = 16;
-    sm_plat_lock(&h->lock);
+    sm_sync_spinlock_lock(&h->lock);
     void *p = h->kind == SM_HEAP_TLSF ? sm_ht_alloc(h, n ? n : 1, align) : sm_hr_alloc(h, n ? n : 1, align);
     if (p)
         sm_heap_count_alloc(h, sm_heap_usable_locked(h, p));
-    sm_plat_unlock(&h->lock);
+    sm_sync_spinlock_unlock(&h->lock);
     if (!p)
         errno = ENOMEM;
     return p;
@@ -145,15 +145,18 @@ static inline bool sm_heap_check(sm_heap_t *h, void *p, sm_heap_fault_t *f)
 static SM_UNUSED void sm_heap_release(sm_heap_t *h, void *p, const char *api)
 {
     sm_heap_fault_t f = { SM_ERR_INVALID_FREE, p, NULL };
-    sm_plat_lock(&h->lock);
+    sm_sync_spinlock_lock(&h->lock);
     if (sm_heap_check(h, p, &f)) {
         sm_heap_count_free(h, sm_heap_usable_locked(h, p));
-        if (h->kind == SM_HEAP_TLSF)
+        if (h->kind == SM_HEAP_TLSF) {
             sm_ht_free(h, p);
-        else
+            if (!h->stats.blocks) /* the last live block: nothing may pin a span now */
+                sm_ht_flush_quick(h);
+        } else {
             sm_hr_free(h, p);
+        }
     }
-    sm_plat_unlock(&h->lock);
+    sm_sync_spinlock_unlock(&h->lock);
     sm_heap_raise_fault(&f, api);
 }
 
@@ -162,10 +165,10 @@ static SM_UNUSED size_t sm_heap_block_usable(sm_heap_t *h, void *p, const char *
 {
     sm_heap_fault_t f = { SM_ERR_INVALID_POINTER, p, NULL };
     size_t usable = 0;
-    sm_plat_lock(&h->lock);
+    sm_sync_spinlock_lock(&h->lock);
     if (sm_heap_check(h, p, &f))
         usable = sm_heap_usable_locked(h, p);
-    sm_plat_unlock(&h->lock);
+    sm_sync_spinlock_unlock(&h->lock);
     if (f.detail)
         f.kind = SM_ERR_INVALID_POINTER;
     sm_heap_raise_fault(&f, api);
@@ -183,7 +186,7 @@ static SM_UNUSED void *sm_heap_resize(sm_heap_t *h, void *p, size_t n, const cha
     sm_heap_fault_t f = { SM_ERR_INVALID_POINTER, p, NULL };
     size_t old = 0;
     bool done = false;
-    sm_plat_lock(&h->lock);
+    sm_sync_spinlock_lock(&h->lock);
     if (sm_heap_check(h, p, &f)) {
         old = sm_heap_usable_locked(h, p);
         done = h->kind == SM_HEAP_TLSF ? sm_ht_resize(h, p, n) : sm_hr_resize(h, p, n);
@@ -194,7 +197,7 @@ static SM_UNUSED void *sm_heap_resize(sm_heap_t *h, void *p, size_t n, const cha
                 h->stats.peak_allocated = h->stats.allocated;
         }
     }
-    sm_plat_unlock(&h->lock);
+    sm_sync_spinlock_unlock(&h->lock);
     if (f.detail) {
         f.kind = SM_ERR_INVALID_POINTER;
         sm_heap_raise_fault(&f, api);
@@ -213,9 +216,9 @@ static SM_UNUSED void *sm_heap_resize(sm_heap_t *h, void *p, size_t n, const cha
 
 static SM_UNUSED void sm_heap_read_stats(sm_heap_t *h, sm_heap_counts_t *out)
 {
-    sm_plat_lock(&h->lock);
+    sm_sync_spinlock_lock(&h->lock);
     *out = h->stats;
-    sm_plat_unlock(&h->lock);
+    sm_sync_spinlock_unlock(&h->lock);
 }
 
 /* One heap as the statistics print it. */

@@ -66,21 +66,21 @@ static SM_UNUSED void sm_heaps_fork_prepare(void)
 {
     sm_plat_lock(&sm_heaps_list_lock);
     for (sm_heap_t *h = sm_heaps_all; h; h = h->next)
-        sm_plat_lock(&h->lock);
+        sm_sync_spinlock_fork_lock(&h->lock);
     sm_plat_lock(&sm_heaps_map_lock);
 }
 static SM_UNUSED void sm_heaps_fork_parent(void)
 {
     sm_plat_unlock(&sm_heaps_map_lock);
     for (sm_heap_t *h = sm_heaps_all; h; h = h->next)
-        sm_plat_unlock(&h->lock);
+        sm_sync_spinlock_fork_unlock(&h->lock);
     sm_plat_unlock(&sm_heaps_list_lock);
 }
 static SM_UNUSED void sm_heaps_fork_child(void)
 {
     sm_plat_lock_reinit(&sm_heaps_map_lock);
     for (sm_heap_t *h = sm_heaps_all; h; h = h->next)
-        sm_plat_lock_reinit(&h->lock);
+        sm_sync_spinlock_fork_reinit(&h->lock);
     sm_plat_lock_reinit(&sm_heaps_list_lock);
 }
 #endif

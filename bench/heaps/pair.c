@@ -2,7 +2,8 @@
  * process's malloc (bench/heaps/reset.sh runs it beside reset.c; docs/heaps.md has the figures).
  *   malloc   malloc + free (libsunmao's thread cache when preloaded)
  *   tlsf     sunmao_heap_malloc + sunmao_heap_free on a tlsf heap
- *   region   the same on a region heap (the free of the last block rolls the pointer back)
+ *   region   a region heap used as one is: 64-byte mallocs, a sunmao_heap_reset every 4096 (a
+ *            request's arena); the figure is per malloc, the resets included
  * threads > 1: that many threads, each on its own pairs, all on one shared heap (malloc: each on
  * its own cache). Each thread keeps 16 blocks live so a pair is not served by one block in a loop.
  * Prints: <way> <threads> ns_per_pair=<x> (wall time over pairs per thread).
@@ -18,13 +19,26 @@
 #pragma weak sunmao_heap_create
 #pragma weak sunmao_heap_malloc
 #pragma weak sunmao_heap_free
+#pragma weak sunmao_heap_reset
 
 static sunmao_heap_t *heap;
 static long pairs;
+static int region;
 
 static void *run(void *arg)
 {
     (void)arg;
+    if (region) {
+        for (long i = 0; i < pairs; i++) {
+            char *p = sunmao_heap_malloc(heap, 64);
+            if (!p)
+                abort();
+            *(volatile char *)p = 1;
+            if ((i & 4095) == 4095)
+                sunmao_heap_reset(heap);
+        }
+        return NULL;
+    }
     void *live[16];
     for (int i = 0; i < 16; i++)
         live[i] = heap ? sunmao_heap_malloc(heap, 64) : malloc(64);
@@ -55,6 +69,9 @@ int main(int argc, char **argv)
     pairs = argc > 3 ? atol(argv[3]) : 5000000;
     if (threads < 1 || threads > 64)
         return 2;
+    region = strcmp(argv[1], "region") == 0;
+    if (region && threads != 1)
+        return 2; /* a request's arena has one thread */
     if (strcmp(argv[1], "malloc") != 0) {
         if (!sunmao_heap_create || !(heap = sunmao_heap_create(argv[1]))) {
             fprintf(stderr, "pair: no heap of kind '%s' (is a sunmao library preloaded?)\n", argv[1]);

@@ -32,6 +32,7 @@ API(sunmao_heap_of);
 API(sunmao_heap_stats);
 static void (*p_free_sized)(void *, size_t);
 static void (*p_stats_print)(void (*)(void *, const char *), void *, const char *);
+static int (*p_mallctl)(const char *, void *, size_t *, void *, size_t);
 
 static bool resolve(void)
 {
@@ -39,7 +40,8 @@ static bool resolve(void)
     return R(sunmao_heap_create) && R(sunmao_heap_create_in) && R(sunmao_heap_destroy) && R(sunmao_heap_reset) &&
            R(sunmao_heap_malloc) && R(sunmao_heap_calloc) && R(sunmao_heap_aligned_alloc) &&
            R(sunmao_heap_realloc) && R(sunmao_heap_free) && R(sunmao_heap_of) && R(sunmao_heap_stats) && R(free_sized) &&
-           (p_stats_print = (__typeof__(p_stats_print))dlsym(RTLD_DEFAULT, "sunmao_stats_print")) != NULL;
+           (p_stats_print = (__typeof__(p_stats_print))dlsym(RTLD_DEFAULT, "sunmao_stats_print")) != NULL &&
+           (p_mallctl = (__typeof__(p_mallctl))dlsym(RTLD_DEFAULT, "sunmao_mallctl")) != NULL;
 #undef R
 }
 
@@ -481,6 +483,11 @@ static void stats_list_the_heaps(void)
     printed[0] = 0;
     p_stats_print(collect, NULL, "gabh");
     CHECK(!strstr(printed, "tenant-a"));
+    /* mallctl's totals: this heap is the only one */
+    size_t count = 0, allocated = 0, mapped = 0, len = sizeof(size_t);
+    CHECK(p_mallctl("heaps.count", &count, &len, NULL, 0) == 0 && count == 1);
+    CHECK(p_mallctl("heaps.allocated", &allocated, &len, NULL, 0) == 0 && allocated == s.allocated);
+    CHECK(p_mallctl("heaps.mapped", &mapped, &len, NULL, 0) == 0 && mapped == s.mapped);
     for (int i = 40; i < 100; i++)
         free(blk[i]);
     p_sunmao_heap_destroy(h);

@@ -191,6 +191,21 @@ SM_CTL_OPT(abort_conf, b, sm_conf.abort_conf)
 SM_CTL_OPT(confirm_conf, b, sm_conf.confirm_conf)
 #undef SM_CTL_OPT
 
+/* The first-class heaps' totals, read now (not the epoch's snapshot: no layer holds them). */
+#define SM_CTL_HEAPS(field)                                                                        \
+    static int sm_ctl_heaps_##field(bool w, sm_ctl_val_t *v, size_t i)                             \
+    {                                                                                              \
+        (void)w, (void)i;                                                                          \
+        size_t count, allocated, mapped;                                                           \
+        sm_heaps_totals(&count, &allocated, &mapped);                                              \
+        v->z = field;                                                                              \
+        return 0;                                                                                  \
+    }
+SM_CTL_HEAPS(count)
+SM_CTL_HEAPS(allocated)
+SM_CTL_HEAPS(mapped)
+#undef SM_CTL_HEAPS
+
 #define SM_CTL_OPT_ROW(key, type) { "opt." #key, type, SM_CTL_R, sm_ctl_opt_##key }
 static const sm_ctl_t sm_ctl_table[] = {
     { "version", SM_CTL_STR, SM_CTL_R, sm_ctl_version },
@@ -210,6 +225,9 @@ static const sm_ctl_t sm_ctl_table[] = {
     { "arena.#.purge", SM_CTL_VOID, 0, sm_ctl_arena_purge },
     { "arena.#.decay", SM_CTL_VOID, 0, sm_ctl_arena_purge },
     { "arenas.narenas", SM_CTL_UNSIGNED, SM_CTL_R, sm_ctl_narenas },
+    { "heaps.count", SM_CTL_SIZE, SM_CTL_R, sm_ctl_heaps_count },
+    { "heaps.allocated", SM_CTL_SIZE, SM_CTL_R, sm_ctl_heaps_allocated },
+    { "heaps.mapped", SM_CTL_SIZE, SM_CTL_R, sm_ctl_heaps_mapped },
     { "background_thread", SM_CTL_BOOL, SM_CTL_R | SM_CTL_W, sm_ctl_background },
     { "config.stats", SM_CTL_BOOL, SM_CTL_R, sm_ctl_config_stats },
     { "config.prof", SM_CTL_BOOL, SM_CTL_R, sm_ctl_config_prof },

@@ -247,5 +247,19 @@ static SM_UNUSED size_t sm_heaps_rows(sm_heap_row_t *rows, size_t max)
     return n;
 }
 
+/* How many heaps exist, and their allocated and mapped bytes summed (mallctl's heaps.*). */
+static SM_UNUSED void sm_heaps_totals(size_t *count, size_t *allocated, size_t *mapped)
+{
+    size_t n = 0, a = 0, m = 0;
+    sm_plat_lock(&sm_heaps_list_lock);
+    for (sm_heap_t *h = sm_heaps_all; h; h = h->next, n++) {
+        sm_heap_counts_t c;
+        sm_heap_read_stats(h, &c);
+        a += c.allocated, m += c.mapped;
+    }
+    sm_plat_unlock(&sm_heaps_list_lock);
+    *count = n, *allocated = a, *mapped = m;
+}
+
 static inline const char *sm_heap_kind_name(unsigned kind) { return kind == SM_HEAP_REGION ? "region" : "tlsf"; }
 #endif

@@ -260,6 +260,45 @@ static void reset_then_destroy(void)
     CHECK(p_sunmao_heap_of(kept) == NULL);
 }
 
+/* Two heaps (and malloc) side by side: a reset or a destroy of one leaves the other's blocks and
+ * malloc's intact, and each block stays its own heap's. */
+static void heaps_are_isolated(void)
+{
+    const char *kinds[] = { "tlsf", "region" };
+    for (int k = 0; k < 2; k++) {
+        sunmao_heap_t *a = p_sunmao_heap_create(kinds[k]), *b = p_sunmao_heap_create(kinds[1 - k]);
+        CHECK(a && b);
+        if (!a || !b)
+            return;
+        enum { M = 2000 };
+        static void *va[M], *vb[M], *vm[M];
+        for (int i = 0; i < M; i++) {
+            va[i] = p_sunmao_heap_malloc(a, 1 + (size_t)i % 700);
+            vb[i] = p_sunmao_heap_malloc(b, 1 + (size_t)i % 500);
+            vm[i] = malloc(1 + (size_t)i % 300);
+            fill(va[i], 1 + (size_t)i % 700, 1);
+            fill(vb[i], 1 + (size_t)i % 500, 2);
+            fill(vm[i], 1 + (size_t)i % 300, 3);
+            CHECK(p_sunmao_heap_of(va[i]) == a && p_sunmao_heap_of(vb[i]) == b && p_sunmao_heap_of(vm[i]) == NULL);
+        }
+        p_sunmao_heap_reset(a);
+        for (int i = 0; i < M; i++) { /* a's memory again, written over */
+            va[i] = p_sunmao_heap_malloc(a, 1 + (size_t)i % 700);
+            memset(va[i], 0xee, 1 + (size_t)i % 700);
+        }
+        for (int i = 0; i < M; i++) {
+            CHECKF(filled(vb[i], 1 + (size_t)i % 500, 2), "%s: heap b's block %d changed by a's reset", kinds[k], i);
+            CHECKF(filled(vm[i], 1 + (size_t)i % 300, 3), "%s: malloc's block %d changed by a's reset", kinds[k], i);
+        }
+        p_sunmao_heap_destroy(a);
+        for (int i = 0; i < M; i++) {
+            CHECK(filled(vb[i], 1 + (size_t)i % 500, 2) && filled(vm[i], 1 + (size_t)i % 300, 3));
+            free(vm[i]);
+        }
+        p_sunmao_heap_destroy(b);
+    }
+}
+
 static void limit_refuses_then_recovers(void)
 {
     sunmao_heap_t *h = p_sunmao_heap_create("kind:tlsf,chunk:64KB,limit:256KB");
@@ -506,6 +545,7 @@ int main(int argc, char **argv)
     CASE(plain_calls_route_to_the_heap);
     CASE(region_bump_and_reset);
     CASE(reset_then_destroy);
+    CASE(heaps_are_isolated);
     CASE(limit_refuses_then_recovers);
     CASE(heap_in_caller_memory);
     CASE(aligned_blocks);

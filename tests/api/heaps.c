@@ -349,6 +349,21 @@ static void heap_in_caller_memory(void)
         CHECK(p_sunmao_heap_of(pool + 8192) == NULL);
     }
     CHECK(p_sunmao_heap_create_in(pool, 256, NULL) == NULL && errno == EINVAL);
+    /* a heap inside another heap's block: its blocks are its own, and the block is the outer
+     * heap's again once the inner one is destroyed */
+    sunmao_heap_t *outer = p_sunmao_heap_create(NULL);
+    char *range = p_sunmao_heap_aligned_alloc(outer, 4096, 256u << 10);
+    sunmao_heap_t *inner = p_sunmao_heap_create_in(range, 256u << 10, "region");
+    CHECK(outer && range && inner);
+    void *x = p_sunmao_heap_malloc(inner, 100);
+    CHECK(p_sunmao_heap_of(x) == inner);
+    free(x);
+    p_sunmao_heap_destroy(inner);
+    CHECK(p_sunmao_heap_of(range) == outer && p_sunmao_heap_of(range + (128u << 10)) == outer);
+    free(range);
+    struct sunmao_heap_stats s = stats_of(outer);
+    CHECK(s.blocks == 0);
+    p_sunmao_heap_destroy(outer);
 }
 
 static void aligned_blocks(void)

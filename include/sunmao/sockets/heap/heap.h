@@ -81,6 +81,7 @@ typedef struct sm_heap {
     uint16_t key;          /* mixed into every block tag */
     bool in_range;         /* built inside the caller's range (sm_heap_create_in) */
     uintptr_t reg_lo, reg_hi; /* in_range: the pages of the range in the registry */
+    struct sm_heap *reg_prev; /* in_range: who had them (a heap whose block is the range), restored at destroy */
     size_t chunk;          /* bytes mapped at a time */
     size_t limit;          /* most bytes mapped at once; 0: no limit */
     size_t retain;         /* bytes of idle spans a reset keeps for reuse */

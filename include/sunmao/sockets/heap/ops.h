@@ -54,8 +54,9 @@ static SM_UNUSED sm_heap_t *sm_heap_new(const sm_heap_spec_t *spec, void *base, 
          * other memory stays theirs (a block there is freed with sunmao_heap_free). */
         size_t page = sm_plat_page_size();
         uintptr_t first = sm_align_up((uintptr_t)base, page), last = ((uintptr_t)base + size) & ~(uintptr_t)(page - 1);
+        h->reg_prev = last > first ? sm_heaps_owner((void *)first) : NULL;
         if (last > first && !sm_heaps_register((void *)first, last - first, h)) {
-            sm_heaps_register((void *)first, last - first, NULL);
+            sm_heaps_register((void *)first, last - first, h->reg_prev);
             errno = ENOMEM;
             return NULL;
         }
@@ -85,7 +86,7 @@ static SM_UNUSED void sm_heap_destroy_locked(sm_heap_t *h)
             sm_heap_span_drop(h, s);
     }
     if (h->reg_hi > h->reg_lo)
-        sm_heaps_register((void *)h->reg_lo, h->reg_hi - h->reg_lo, NULL);
+        sm_heaps_register((void *)h->reg_lo, h->reg_hi - h->reg_lo, h->reg_prev);
 }
 
 static SM_UNUSED void sm_heap_delete(sm_heap_t *h)

@@ -320,14 +320,19 @@ static __attribute__((noinline)) void sm_socket_free_miss(void *ptr, size_t size
     sm_socket_free_stack(ptr, size, flags, owner_word, caller);
 }
 
-/* A sized free once a first-class heap exists: a heap's block goes back to its heap (the miss
- * path's check), anything else takes the usual hit then miss. Out of line and whole, so that the
- * hit path only tests the flag and jumps here. */
+/* A sized free once a first-class heap exists: a heap's block goes back to its heap, anything
+ * else takes the usual hit then miss. Out of line and whole, so that the hit path only tests the
+ * flag and jumps here. */
 static __attribute__((noinline)) void sm_socket_free_sized_heaps(void *ptr, size_t size, unsigned flags,
                                                                  const void *caller)
 {
+    sm_heap_t *heap = sm_heaps_owner(ptr);
+    if (heap) {
+        sm_heap_release(heap, ptr, "free");
+        return;
+    }
     uintptr_t owner_word = SM_OWNER_UNKNOWN;
-    if (!sm_heaps_owner(ptr) && SM_NEXT_FN(free_hit)(ptr, size, flags, &owner_word))
+    if (SM_NEXT_FN(free_hit)(ptr, size, flags, &owner_word))
         return;
     sm_socket_free_miss(ptr, size, flags, owner_word, caller);
 }
@@ -368,17 +373,23 @@ SM_HOT void sm_socket_free(void *ptr, size_t size, unsigned flags)
     sm_socket_free_miss(ptr, size, flags, owner_word, __builtin_return_address(0));
 }
 
-/* Usable size of an owned block; 0 (after reporting) for a pointer no layer owns. */
-SM_INLINE size_t sm_socket_usable(void *ptr, const char *api)
+/* Usable size of a block of the stack's; 0 (after reporting) for a pointer no layer owns. */
+SM_INLINE size_t sm_socket_usable_stack(void *ptr, const char *api)
 {
-    sm_heap_t *heap = sm_heaps_owner(ptr);
-    if (sm_unlikely(heap != NULL))
-        return sm_heap_block_usable(heap, ptr, api);
     sm_mctx_t c = sm_mctx_block(ptr, 0, 0);
     if (sm_likely(sm_socket_ready() && SM_NEXT_FN(getmeta)(&c)))
         return c.usable;
     SM_ERR_FN(raise)(SM_ERR_INVALID_POINTER, api, ptr, "not a block allocated here");
     return 0;
+}
+
+/* The same for any pointer: a first-class heap's block answers from its heap. */
+SM_INLINE size_t sm_socket_usable(void *ptr, const char *api)
+{
+    sm_heap_t *heap = sm_heaps_owner(ptr);
+    if (sm_unlikely(heap != NULL))
+        return sm_heap_block_usable(heap, ptr, api);
+    return sm_socket_usable_stack(ptr, api);
 }
 
 SM_EXPORT void *SM_API(malloc)(size_t size) { return sm_socket_alloc(size, SM_MIN_ALIGN, 0); }
@@ -429,7 +440,7 @@ SM_EXPORT void *SM_API(realloc)(void *ptr, size_t size)
     sm_heap_t *heap = sm_heaps_owner(ptr); /* a heap's block stays in its heap */
     if (sm_unlikely(heap != NULL))
         return sm_heap_resize(heap, ptr, size, "realloc");
-    size_t usable = sm_socket_usable(ptr, "realloc");
+    size_t usable = sm_socket_usable_stack(ptr, "realloc");
     if (sm_unlikely(usable == 0)) {
         errno = EINVAL;
         return NULL;

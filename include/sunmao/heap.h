@@ -46,7 +46,8 @@ void *sunmao_heap_aligned_alloc(sunmao_heap_t *heap, size_t align, size_t size);
 void *sunmao_heap_realloc(sunmao_heap_t *heap, void *ptr, size_t size);
 void sunmao_heap_free(sunmao_heap_t *heap, void *ptr);
 
-/* The heap ptr's block belongs to, or NULL (malloc's blocks, foreign pointers). */
+/* The heap ptr's block belongs to, or NULL (malloc's blocks, foreign pointers). ptr: a block's
+ * start; an address inside a block larger than the heap's chunk answers NULL. */
 sunmao_heap_t *sunmao_heap_of(const void *ptr);
 /* 0, or EINVAL for a handle that is not a live heap. */
 int sunmao_heap_stats(sunmao_heap_t *heap, struct sunmao_heap_stats *out);

@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "include/sunmao/heap.h"
@@ -312,6 +313,8 @@ static void limit_refuses_then_recovers(void)
     CHECKF(n >= 4 && n < 64, "%d blocks of 30000 under a 256 KiB limit", n);
     errno = 0;
     CHECK(p_sunmao_heap_malloc(h, 30000) == NULL && errno == ENOMEM);
+    errno = 0;
+    CHECK(p_sunmao_heap_malloc(h, (size_t)1 << 40) == NULL && errno == ENOMEM); /* beyond the limit at once */
     struct sunmao_heap_stats s = stats_of(h);
     CHECK(s.refused >= 1 && s.mapped <= (256u << 10));
     free(v[--n]);
@@ -364,6 +367,29 @@ static void heap_in_caller_memory(void)
     struct sunmao_heap_stats s = stats_of(outer);
     CHECK(s.blocks == 0);
     p_sunmao_heap_destroy(outer);
+}
+
+/* A terabyte from a heap without a limit: served (reserved, not touched) or refused at once,
+ * never a wait proportional to its size; the registry holds one page of it. */
+static void huge_request_is_quick(void)
+{
+    sunmao_heap_t *h = p_sunmao_heap_create(NULL);
+    struct timespec a, b;
+    clock_gettime(CLOCK_MONOTONIC, &a);
+    char *p = p_sunmao_heap_malloc(h, (size_t)1 << 40);
+    int err = errno;
+    clock_gettime(CLOCK_MONOTONIC, &b);
+    double s = (double)(b.tv_sec - a.tv_sec) + (double)(b.tv_nsec - a.tv_nsec) * 1e-9;
+    CHECKF(s < 1.0, "a 1 TiB request took %.2f s", s);
+    if (p) {
+        CHECK(p_sunmao_heap_of(p) == h && p_sunmao_heap_of(p + ((size_t)1 << 39)) == NULL);
+        p[0] = 1;
+        free(p);
+    } else {
+        CHECK(err == ENOMEM);
+    }
+    CHECK(p_sunmao_heap_malloc(h, SIZE_MAX / 2) == NULL && errno == ENOMEM);
+    p_sunmao_heap_destroy(h);
 }
 
 static void aligned_blocks(void)
@@ -564,6 +590,7 @@ int main(int argc, char **argv)
     CASE(limit_refuses_then_recovers);
     CASE(heap_in_caller_memory);
     CASE(aligned_blocks);
+    CASE(huge_request_is_quick);
     CASE(threads_share_a_heap);
     CASE(fork_while_threads_use_it);
     CASE(specs_accepted_and_refused);

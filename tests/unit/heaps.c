@@ -34,7 +34,15 @@ static void tlsf_check_with(sm_heap_t *h, size_t most_empty)
     for (sm_heap_span_t *s = h->spans; s; s = s->next) {
         mapped += s->bytes;
         sm_ht_block_t *b = (sm_ht_block_t *)((char *)s + SM_HEAP_SPAN_HDR);
-        CHECK(b->size & SM_HT_FIRST);
+        if (s->solo) { /* its one block, aligned somewhere in the registered page */
+            while ((uintptr_t)b < s->solo + 4096 && !((b->size & SM_HT_FIRST) && sm_ht_tag_ok(h, b) &&
+                                                       sm_ht_span_of(b) == s))
+                b = (sm_ht_block_t *)((char *)b + 16);
+            CHECKF(sm_heaps_owner(sm_ht_next(b)) == NULL || sm_ht_size(sm_ht_next(b)) == 0,
+                   "solo span %p: pages beyond its block's registered", (void *)s);
+            CHECKF(sm_heaps_owner((char *)b + SM_HT_HDR) == h, "solo span %p: its block's page is not registered", (void *)s);
+        }
+        CHECKF((b->size & SM_HT_FIRST) && sm_ht_span_of(b) == s, "span %p: its first block does not name it", (void *)s);
         bool prev_free = false;
         size_t prev_size = 0;
         for (;;) {
@@ -292,6 +300,43 @@ static void threads_share_a_heap(void)
     sm_heap_delete(shared);
 }
 
+/* A block larger than a chunk gets a solo span: one registry word for its start, whatever its
+ * size; it keeps its size when shrunk, goes back when freed, and a reset drops it. */
+static void huge_blocks_register_one_page(void)
+{
+    const char *specs[] = { "tlsf(chunk=64KB)", "region(chunk=64KB)" };
+    for (int k = 0; k < 2; k++) {
+        sm_heap_t *h = make(specs[k]);
+        if (!h)
+            return;
+        CHECK(sm_heap_alloc(h, 100, 16) != NULL);
+        size_t before = h->stats.mapped;
+        size_t big = (size_t)8 << 30; /* mapped NORESERVE: only the pages written count */
+        char *p = sm_heap_alloc(h, big, 16);
+        CHECKF(p != NULL, "%s: no 8 GiB block", specs[k]);
+        if (!p)
+            return;
+        CHECK(sm_heaps_owner(p) == h && sm_heaps_owner(p + ((size_t)1 << 30)) == NULL &&
+              sm_heaps_owner(p + big - 1) == NULL);
+        CHECK(sm_heap_usable_locked(h, p) >= big);
+        p[0] = 1, p[big - 1] = 2;
+        CHECK(sm_heap_resize(h, p, 1u << 20, "test") == p && sm_heap_usable_locked(h, p) >= big);
+        if (h->kind == SM_HEAP_TLSF)
+            tlsf_check(h);
+        sm_heap_release(h, p, "test");
+        CHECKF(h->stats.mapped == before && sm_heaps_owner(p) == NULL, "%s: %zu mapped after the free, %zu before",
+               specs[k], h->stats.mapped, before);
+        /* aligned, then left to a reset */
+        char *q = sm_heap_alloc(h, 200u << 10, 1u << 20);
+        CHECK(q && ((uintptr_t)q & ((1u << 20) - 1)) == 0 && sm_heaps_owner(q) == h);
+        if (h->kind == SM_HEAP_TLSF)
+            tlsf_check(h);
+        sm_heap_empty(h);
+        CHECKF(h->stats.mapped <= before && sm_heaps_owner(q) == NULL, "%s: after reset %zu mapped", specs[k], h->stats.mapped);
+        sm_heap_delete(h);
+    }
+}
+
 static void limit_counts_refusals(void)
 {
     sm_heap_t *h = make("kind:region,chunk:64KB,limit:128KB");
@@ -354,6 +399,7 @@ int main(void)
     RUN_CASE(region_stack_discipline);
     RUN_CASE(cycles_reuse_kept_spans);
     RUN_CASE(threads_share_a_heap);
+    RUN_CASE(huge_blocks_register_one_page);
     RUN_CASE(limit_counts_refusals);
     RUN_CASE(bad_frees_raised_once);
     RUN_CASE(spec_values);

@@ -6,20 +6,23 @@
  *
  * Template: define SM_HEAP_RAISE, the err policy's raise (e.g. sm_err_warn_raise), then include.
  *
- * Kinds (the heap's algorithm, chosen at create time by its spec, heaps/spec.h):
- *   tlsf    Two-Level Segregated Fit over the heap's spans (heaps/tlsf.h): O(1) malloc and free
+ * Kinds (the heap's algorithm, chosen at create time by its spec, heap/spec.h):
+ *   tlsf    Two-Level Segregated Fit over the heap's spans (heap/tlsf.h): O(1) malloc and free
  *           with immediate coalescing, in-place realloc, empty spans handed back. The general
  *           kind: a tenant's heap with its own limit and statistics, a real-time pool.
- *   region  a bump allocator (heaps/region.h): malloc is a pointer increment; free gives memory
+ *   region  a bump allocator (heap/region.h): malloc is a pointer increment; free gives memory
  *           back only for the block allocated last; the rest returns at reset. A request's arena.
  * Memory: spans mapped from the OS (page-aligned, `chunk` bytes or one request's size), or the
  * one range the caller gave (sm_heap_create_in): then the heap never maps, and its own object
  * lives at the start of that range.
  *
  * Invariants:
- * - Every page of every span maps to its heap in the registry (heaps/registry.h), and no other
+ * - Every page of every span maps to its heap in the registry (heap/registry.h), and no other
  *   page does: that is how a plain free(), realloc() or malloc_usable_size() finds a heap's block,
- *   and how a pointer that is no heap's is told apart (one lock-free lookup).
+ *   and how a pointer that is no heap's is told apart (one lock-free lookup). Except a solo span,
+ *   made for one block larger than a chunk: only the page of its block's start is registered
+ *   (a terabyte block costs one registry word, not 2 GiB of them), and it never serves another
+ *   block: it goes back with its block, and a reset drops it.
  * - Each block starts with a header whose top 16 bits are a tag of the block's address and the
  *   heap's key: a free of an interior or stray pointer inside a span is reported, not followed.
  * - h->stats.allocated is the sum of usable sizes of live blocks; mapped the bytes of all spans.
@@ -53,10 +56,13 @@ typedef struct sm_heap_span {
     struct sm_heap_span *next, *prev;
     struct sm_heap_span *ready; /* region: the next span a reset kept to carve from */
     size_t bytes;      /* the whole span, header included */
+    uintptr_t solo;    /* a span made for one block larger than a chunk: the one page of it in the
+                        * registry, that of the block's start (0: every page is) */
     unsigned mapped;   /* 1: from sm_plat_map (given back with it); 0: the caller's range */
     unsigned used;     /* 1: served a block since the last reset (or made since) */
 } sm_heap_span_t;
 #define SM_HEAP_SPAN_HDR 48u
+_Static_assert(sizeof(sm_heap_span_t) <= SM_HEAP_SPAN_HDR, "heap: the span header outgrew its room");
 
 /* Counters of one heap, read under its lock (sunmao_heap_stats). */
 typedef struct sm_heap_counts {
@@ -156,9 +162,10 @@ static inline void sm_heap_raise_fault(const sm_heap_fault_t *f, const char *api
 #define SM_HEAP_PARTS 1
 #include "registry.h"
 
-/* A new span of at least `bytes` (page-rounded), registered to h and linked first; NULL when the
- * limit or the OS refuses. Under h's lock. */
-static SM_UNUSED sm_heap_span_t *sm_heap_span_new(sm_heap_t *h, size_t bytes)
+/* A new span of at least `bytes` (page-rounded), linked first and registered to h (a solo span:
+ * not yet, its caller registers its block's page with sm_heap_span_solo); NULL when the limit or
+ * the OS refuses. Under h's lock. */
+static SM_UNUSED sm_heap_span_t *sm_heap_span_new(sm_heap_t *h, size_t bytes, bool solo)
 {
     if (h->in_range)
         return NULL;
@@ -170,10 +177,11 @@ static SM_UNUSED sm_heap_span_t *sm_heap_span_new(sm_heap_t *h, size_t bytes)
     sm_heap_span_t *s = (sm_heap_span_t *)sm_plat_map(bytes);
     if (!s)
         return NULL;
-    if (!sm_heaps_register(s, bytes, h)) {
+    if (!solo && !sm_heaps_register(s, bytes, h)) {
         sm_plat_unmap(s, bytes);
         return NULL;
     }
+    s->solo = 0;
     s->bytes = bytes;
     s->mapped = 1;
     s->used = 1;
@@ -186,6 +194,20 @@ static SM_UNUSED sm_heap_span_t *sm_heap_span_new(sm_heap_t *h, size_t bytes)
     return s;
 }
 
+static SM_UNUSED void sm_heap_span_drop(sm_heap_t *h, sm_heap_span_t *s);
+
+/* Registers the page of the block at p, the one block of solo span s; false (s given back) when
+ * the registry has no room. Under h's lock. */
+static SM_UNUSED bool sm_heap_span_solo(sm_heap_t *h, sm_heap_span_t *s, const void *p)
+{
+    s->solo = (uintptr_t)p & ~(uintptr_t)(sm_plat_page_size() - 1);
+    if (!sm_heaps_register((void *)s->solo, 1, h)) {
+        sm_heap_span_drop(h, s);
+        return false;
+    }
+    return true;
+}
+
 /* Unlinks a mapped span, forgets its pages and gives them back. Under h's lock. */
 static SM_UNUSED void sm_heap_span_drop(sm_heap_t *h, sm_heap_span_t *s)
 {
@@ -196,7 +218,10 @@ static SM_UNUSED void sm_heap_span_drop(sm_heap_t *h, sm_heap_span_t *s)
     if (s->next)
         s->next->prev = s->prev;
     h->stats.mapped -= s->bytes;
-    sm_heaps_register(s, s->bytes, NULL);
+    if (s->solo)
+        sm_heaps_register((void *)s->solo, 1, NULL);
+    else
+        sm_heaps_register(s, s->bytes, NULL);
     sm_plat_unmap(s, s->bytes);
 }
 
@@ -210,6 +235,10 @@ static SM_UNUSED void sm_heap_spans_trim(sm_heap_t *h, void (*keep)(sm_heap_t *,
     size_t kept = 0;
     for (sm_heap_span_t *s = h->spans, *next; s; s = next) {
         next = s->next;
+        if (s->solo) { /* its other pages are not registered: it serves no other block */
+            sm_heap_span_drop(h, s);
+            continue;
+        }
         if (s->mapped && !s->used) {
             if (s->bytes > h->retain - kept) { /* kept <= retain throughout */
                 sm_heap_span_drop(h, s);

@@ -61,20 +61,22 @@ static SM_UNUSED void *sm_hr_alloc(sm_heap_t *h, size_t n, size_t align)
         return p;
     size_t need = SM_HEAP_SPAN_HDR + 8 + sm_align_up(n + 8, 16) + (align > 16 ? align : 0);
     /* A block that would take more than a quarter of a span gets a span of its own, and the
-     * current span stays current: a big block does not waste the rest of it. */
+     * current span stays current: a big block does not waste the rest of it. Up to a chunk, that
+     * span is an ordinary one (a kept one if a reset left one); beyond, a solo span (heap.h). */
     if (need > h->chunk / 4) {
         sm_heap_span_t *cur = h->u.r.at;
         char *c = h->u.r.cur, *e = h->u.r.end;
-        sm_heap_span_t *s = sm_hr_take_ready(h, need);
-        if (!s && !(s = sm_heap_span_new(h, need)))
+        bool solo = need > h->chunk;
+        sm_heap_span_t *s = solo ? NULL : sm_hr_take_ready(h, need);
+        if (!s && !(s = sm_heap_span_new(h, solo ? need : h->chunk, solo)))
             return NULL;
         sm_hr_start(h, s);
         p = sm_hr_carve(h, n, align);
         h->u.r.at = cur, h->u.r.cur = c, h->u.r.end = e;
-        return p;
+        return !solo || sm_heap_span_solo(h, s, p) ? p : NULL;
     }
     sm_heap_span_t *s = sm_hr_take_ready(h, need);
-    if (!s && !(s = sm_heap_span_new(h, h->chunk)))
+    if (!s && !(s = sm_heap_span_new(h, h->chunk, false)))
         return NULL;
     sm_hr_start(h, s);
     return sm_hr_carve(h, n, align);

@@ -5,8 +5,9 @@
  *
  * Block layout: a 16-byte header {prev_size, size}, then the program's bytes (16-aligned).
  *   size       the block's bytes, header included (a multiple of 16, at least 32), flags in the
- *              low 4 bits, the tag (heaps/heap.h) in the top 16
- *   prev_size  the block before's size, valid when this block has SM_HT_PREV_FREE
+ *              low 4 bits, the tag (heap/heap.h) in the top 16
+ *   prev_size  the block before's size, valid when this block has SM_HT_PREV_FREE; in the first
+ *              block of a span (SM_HT_FIRST), which has none before it, the span's address
  *   a free block keeps its list links after the header
  * A span: its header, blocks end to end, then a 16-byte sentinel header of size 0.
  * Quick lists: a freed block of at most 256 bytes goes on its size's LIFO list (up to 16 each),
@@ -119,6 +120,11 @@ static SM_UNUSED sm_ht_block_t *sm_ht_take(sm_heap_t *h, size_t size)
     return b;
 }
 
+static inline sm_heap_span_t *sm_ht_span_of(const sm_ht_block_t *first)
+{
+    return (sm_heap_span_t *)(uintptr_t)first->prev_size;
+}
+
 static inline bool sm_ht_whole_span(const sm_ht_block_t *b)
 {
     return (b->size & SM_HT_FIRST) && sm_ht_size(sm_ht_next(b)) == 0;
@@ -165,6 +171,7 @@ static SM_UNUSED void sm_ht_span_init(sm_heap_t *h, sm_heap_span_t *s)
     size_t size = (s->bytes - SM_HEAP_SPAN_HDR - SM_HT_HDR) & ~(size_t)15;
     sm_ht_block_t *end = (sm_ht_block_t *)((char *)b + size);
     end->size = sm_heap_tag(h, end);
+    b->prev_size = (uintptr_t)s;
     b->size = sm_heap_tag(h, b) | size | SM_HT_FIRST;
     sm_ht_mark_free(b);
     sm_ht_insert(h, b);
@@ -198,10 +205,32 @@ static SM_UNUSED bool sm_ht_flush_quick(sm_heap_t *h)
     return any;
 }
 
+/* A block that does not fit a chunk: a solo span of its own (heap.h), in no list. */
+static SM_UNUSED void *sm_ht_alloc_solo(sm_heap_t *h, size_t need, size_t align)
+{
+    sm_heap_span_t *s = sm_heap_span_new(h, SM_HEAP_SPAN_HDR + 2 * SM_HT_HDR + need + (align > 16 ? align : 0), true);
+    if (!s)
+        return NULL;
+    uintptr_t user = sm_align_up((uintptr_t)s + SM_HEAP_SPAN_HDR + SM_HT_HDR, align);
+    sm_ht_block_t *b = sm_ht_of((void *)user);
+    sm_ht_block_t *end = (sm_ht_block_t *)((char *)s + s->bytes - SM_HT_HDR);
+    end->size = sm_heap_tag(h, end);
+    b->prev_size = (uintptr_t)s;
+    b->size = sm_heap_tag(h, b) | (size_t)((char *)end - (char *)b) | SM_HT_FIRST;
+    return sm_heap_span_solo(h, s, (void *)user) ? (void *)user : NULL;
+}
+
+static inline bool sm_ht_solo(const sm_ht_block_t *b)
+{
+    return (b->size & SM_HT_FIRST) && sm_ht_span_of(b)->solo;
+}
+
 /* A block of usable size >= n at an address aligned to `align` (a power of two), or NULL. */
 static SM_UNUSED void *sm_ht_alloc(sm_heap_t *h, size_t n, size_t align)
 {
     size_t need = sm_ht_need(n);
+    if (need + (align > 16 ? align : 0) > h->chunk - SM_HEAP_SPAN_HDR - 2 * SM_HT_HDR)
+        return sm_ht_alloc_solo(h, need, align);
     if (need <= 256 && align <= 16) {
         unsigned q = (unsigned)(need >> 4) - 2;
         sm_ht_block_t *b = h->u.t.quick[q];
@@ -219,7 +248,7 @@ static SM_UNUSED void *sm_ht_alloc(sm_heap_t *h, size_t n, size_t align)
     if (!b) {
         /* room for the class above search's: sm_ht_take looks from there */
         size_t span = search + (search >> SM_HT_SL_BITS) + SM_HEAP_SPAN_HDR + 2 * SM_HT_HDR;
-        sm_heap_span_t *s = sm_heap_span_new(h, span > h->chunk ? span : h->chunk);
+        sm_heap_span_t *s = sm_heap_span_new(h, span > h->chunk ? span : h->chunk, false);
         if (!s)
             return NULL;
         sm_ht_span_init(h, s);
@@ -229,7 +258,7 @@ static SM_UNUSED void *sm_ht_alloc(sm_heap_t *h, size_t n, size_t align)
     }
     if (sm_ht_whole_span(b)) {
         h->u.t.empty_spans--;
-        ((sm_heap_span_t *)((char *)b - SM_HEAP_SPAN_HDR))->used = 1;
+        sm_ht_span_of(b)->used = 1;
     }
     if (align > 16) {
         uintptr_t user = sm_align_up((uintptr_t)b + SM_HT_HDR, align);
@@ -300,8 +329,8 @@ static SM_UNUSED void sm_ht_free_block(sm_heap_t *h, sm_ht_block_t *b)
         b = prev;
     }
     if (sm_ht_whole_span(b)) {
-        sm_heap_span_t *s = (sm_heap_span_t *)((char *)b - SM_HEAP_SPAN_HDR);
-        if (s->mapped && (h->u.t.empty_spans || s->bytes > h->chunk)) {
+        sm_heap_span_t *s = sm_ht_span_of(b);
+        if (s->solo || (s->mapped && (h->u.t.empty_spans || s->bytes > h->chunk))) {
             sm_heap_span_drop(h, s); /* one empty span is kept: a heap at a boundary does not map per call */
             return;
         }
@@ -316,6 +345,8 @@ static SM_UNUSED bool sm_ht_resize(sm_heap_t *h, void *p, size_t n)
 {
     sm_ht_block_t *b = sm_ht_of(p);
     size_t need = sm_ht_need(n), size = sm_ht_size(b);
+    if (sm_ht_solo(b)) /* a shrink keeps its size: the rest of a solo span serves nothing */
+        return need <= size;
     if (need > size) {
         sm_ht_block_t *next = sm_ht_next(b);
         if (!(next->size & SM_HT_FREE) || size + sm_ht_size(next) < need)

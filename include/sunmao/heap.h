@@ -32,7 +32,8 @@ struct sunmao_heap_stats {
  * names the problem) or ENOMEM. */
 sunmao_heap_t *sunmao_heap_create(const char *spec);
 /* A heap that lives inside [base, base + size) and never maps memory: its object at the start,
- * its blocks in the rest. Plain free() recognises the blocks in the pages wholly inside the range. */
+ * its blocks in the rest. Plain free() recognises the blocks in the pages wholly inside the range.
+ * NULL with errno EINVAL (and one line on stderr) for a range too small or above 64 GiB. */
 sunmao_heap_t *sunmao_heap_create_in(void *base, size_t size, const char *spec);
 void sunmao_heap_destroy(sunmao_heap_t *heap);
 /* Frees every block. The memory the heap used since its last reset stays mapped for the next
@@ -49,7 +50,8 @@ void sunmao_heap_free(sunmao_heap_t *heap, void *ptr);
 /* The heap ptr's block belongs to, or NULL (malloc's blocks, foreign pointers). ptr: a block's
  * start; an address inside a block larger than the heap's chunk answers NULL. */
 sunmao_heap_t *sunmao_heap_of(const void *ptr);
-/* 0, or EINVAL for a handle that is not a live heap. */
+/* 0, or EINVAL for a handle that is not a live heap (a destroyed heap's handle is reported by the
+ * other calls, which do nothing). */
 int sunmao_heap_stats(sunmao_heap_t *heap, struct sunmao_heap_stats *out);
 
 #ifdef __cplusplus

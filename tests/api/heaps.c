@@ -352,6 +352,7 @@ static void heap_in_caller_memory(void)
         CHECK(p_sunmao_heap_of(pool + 8192) == NULL);
     }
     CHECK(p_sunmao_heap_create_in(pool, 256, NULL) == NULL && errno == EINVAL);
+    CHECK(p_sunmao_heap_create_in(pool, (size_t)1 << 40, NULL) == NULL && errno == EINVAL); /* above 64 GiB */
     /* a heap inside another heap's block: its blocks are its own, and the block is the outer
      * heap's again once the inner one is destroyed */
     sunmao_heap_t *outer = p_sunmao_heap_create(NULL);
@@ -535,6 +536,22 @@ static void bad_frees_reported_once(void)
     p_sunmao_heap_destroy(h);
 }
 
+/* A handle used after its heap's destroy: reported (the script counts the line), NULL + EINVAL,
+ * no fault; a new heap works. */
+static void stale_handle_reported(void)
+{
+    sunmao_heap_t *h = p_sunmao_heap_create(NULL);
+    p_sunmao_heap_destroy(h);
+    errno = 0;
+    CHECK(p_sunmao_heap_malloc(h, 10) == NULL && errno == EINVAL);
+    struct sunmao_heap_stats s;
+    CHECK(p_sunmao_heap_stats(h, &s) == EINVAL);
+    sunmao_heap_t *again = p_sunmao_heap_create(NULL);
+    void *p = p_sunmao_heap_malloc(again, 10);
+    CHECK(p && p_sunmao_heap_of(p) == again);
+    p_sunmao_heap_destroy(again);
+}
+
 static char printed[16384];
 static void collect(void *opaque, const char *s)
 {
@@ -597,5 +614,7 @@ int main(int argc, char **argv)
     CASE(stats_list_the_heaps);
     if (only && strcmp(only, "bad_frees_reported_once") == 0)
         RUN_CASE(bad_frees_reported_once);
+    if (only && strcmp(only, "stale_handle_reported") == 0)
+        RUN_CASE(stale_handle_reported);
     return check_end();
 }

@@ -40,5 +40,19 @@ for inst in $INSTANCES; do
     else
         sm_fail "$inst/preload/bad_frees_reported_once" "status $rc, $doubles double, $invalid invalid, $lines lines: $(head -c 300 "$err" | tr '\n' '|')"
     fi
+    LD_PRELOAD="$lib" timeout 30 "$T" stale_handle_reported >"$err.out" 2>"$err"
+    rc=$?
+    stale=$(grep -c '^sunmao: sunmao_heap_malloc: bad request (0x[0-9a-f]*): not a live heap$' "$err")
+    lines=$(grep -c . "$err")
+    if { [ "$rc" -eq 0 ] && grep -q '^ok heaps: stale_handle_reported' "$err.out"; } || [ "$rc" -eq 134 ]; then
+        if [ "$stale" -eq 1 ] && [ "$lines" -eq 1 ]; then
+            sm_ok "$inst/preload/stale_handle_reported"
+        else
+            sm_fail "$inst/preload/stale_handle_reported" "$stale reports, $lines lines: $(head -c 300 "$err" | tr '\n' '|')"
+        fi
+    else
+        sm_fail "$inst/preload/stale_handle_reported" "status $rc: $(grep -m1 '^not ok' "$err.out")"
+    fi
+    rm -f "$err.out"
 done
 exit "${SM_FAILED:-0}"

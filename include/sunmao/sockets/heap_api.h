@@ -36,7 +36,15 @@ SM_SLOWPATH sunmao_heap_t *sm_heap_api_create(void *base, size_t size, const cha
         return NULL;
     }
     (void)sm_socket_ready(); /* the secret the block tags mix in */
-    return (sunmao_heap_t *)sm_heap_new(&s, base, size);
+    sunmao_heap_t *h = (sunmao_heap_t *)sm_heap_new(&s, base, size);
+    if (!h && size && errno == EINVAL) { /* the caller's range */
+        char line[160];
+        size_t n = sm_msg_format(line, sizeof line, "sunmao: %s: the range (%p, %zu bytes) %s\n", api, base, size,
+                                 size > SM_HEAP_RANGE_MAX ? "is larger than 64 GiB" : "cannot hold a heap");
+        sm_plat_write_stderr(line, n);
+        errno = EINVAL;
+    }
+    return h;
 }
 
 SM_EXPORT sunmao_heap_t *SM_API(sunmao_heap_create)(const char *spec)
@@ -46,11 +54,7 @@ SM_EXPORT sunmao_heap_t *SM_API(sunmao_heap_create)(const char *spec)
 
 SM_EXPORT sunmao_heap_t *SM_API(sunmao_heap_create_in)(void *base, size_t size, const char *spec)
 {
-    if (!base || !size) {
-        errno = EINVAL;
-        return NULL;
-    }
-    return sm_heap_api_create(base, size, spec, "sunmao_heap_create_in");
+    return sm_heap_api_create(base, size ? size : 1, spec, "sunmao_heap_create_in");
 }
 
 SM_EXPORT void SM_API(sunmao_heap_destroy)(sunmao_heap_t *heap)

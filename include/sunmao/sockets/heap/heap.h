@@ -116,6 +116,8 @@ typedef struct sm_heap {
 /* Block sizes live in the low 48 bits of a header word, the tag in the top 16. */
 #define SM_HEAP_SIZE_BITS 48
 #define SM_HEAP_MAX_REQUEST ((size_t)1 << 46)
+/* The largest caller range: its pages are all registered, 8 bytes each (128 MiB for 64 GiB). */
+#define SM_HEAP_RANGE_MAX ((size_t)64 << 30)
 
 static inline uint64_t sm_heap_tag(const sm_heap_t *h, const void *block)
 {

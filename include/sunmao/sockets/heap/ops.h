@@ -29,16 +29,22 @@ static SM_UNUSED sm_heap_t *sm_heap_new(const sm_heap_spec_t *spec, void *base, 
     sm_heap_t *h;
     sm_heap_span_t *span = NULL;
     size_t span_bytes = 0;
-    if (base) {
-        h = sm_heap_place_in(base, size, &span, &span_bytes);
+    if (base || size) {
+        h = size <= SM_HEAP_RANGE_MAX ? sm_heap_place_in(base, size, &span, &span_bytes) : NULL;
         if (!h) {
             errno = EINVAL;
             return NULL;
         }
         memset(h, 0, sizeof *h);
     } else {
-        h = (sm_heap_t *)sm_plat_map(sizeof *h); /* zero-filled */
-        if (!h)
+        sm_plat_lock(&sm_heaps_list_lock);
+        h = sm_heaps_spare;
+        if (h)
+            sm_heaps_spare = h->next;
+        sm_plat_unlock(&sm_heaps_list_lock);
+        if (h)
+            memset(h, 0, sizeof *h);
+        else if (!(h = (sm_heap_t *)sm_plat_map(sizeof *h))) /* zero-filled */
             return NULL;
     }
     sm_sync_spinlock_t unlocked = SM_SYNC_spinlock_INIT;
@@ -97,9 +103,11 @@ static SM_UNUSED void sm_heap_delete(sm_heap_t *h)
     h->magic = 0;
     sm_heap_destroy_locked(h);
     sm_sync_spinlock_unlock(&h->lock);
+    if (!h->in_range) {
+        h->next = sm_heaps_spare;
+        sm_heaps_spare = h;
+    }
     sm_plat_unlock(&sm_heaps_list_lock);
-    if (!h->in_range)
-        sm_plat_unmap(h, sizeof *h);
 }
 
 static SM_UNUSED void sm_heap_empty(sm_heap_t *h)

@@ -16,6 +16,10 @@ static SM_UNUSED sm_pagemap_t sm_heaps_map;
 static SM_UNUSED sm_plat_lock_t sm_heaps_map_lock = SM_PLAT_LOCK_INIT;
 static SM_UNUSED sm_plat_lock_t sm_heaps_list_lock = SM_PLAT_LOCK_INIT;
 static SM_UNUSED sm_heap_t *sm_heaps_all;
+/* Objects of destroyed heaps (not in caller ranges), kept for the next create: a handle used
+ * after its heap's destroy then reads a cleared magic and is reported, instead of faulting on
+ * unmapped memory. Linked through `next`, under sm_heaps_list_lock. */
+static SM_UNUSED sm_heap_t *sm_heaps_spare;
 static SM_UNUSED int sm_heaps_used;
 
 static SM_UNUSED void *sm_heaps_map_node(size_t bytes) { return sm_plat_map(bytes); }

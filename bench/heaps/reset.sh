@@ -8,7 +8,7 @@
 #              BLOCKS (default 1000000), KINDS (default "tlsf region"), CC (default cc).
 for arg in "$@"; do
     case "$arg" in
-        -h | --help) sed -n '2,7p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+        -h | --help) sed -n '2,8p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
         *) echo "bench/heaps/reset.sh: unknown argument '$arg' (see --help)" >&2; exit 2 ;;
     esac
 done

@@ -11,7 +11,11 @@
  * aligned_alloc, memalign, valloc, pvalloc, free, free_sized, free_aligned_sized,
  * malloc_usable_size, malloc_trim; absurd requests (SIZE_MAX, SIZE_MAX / 2, a calloc product that
  * overflows, a non-power-of-two alignment) must fail with the documented errno. A block can be
- * handed to a second thread, which checks it and frees it (cross-thread frees).
+ * handed to a second thread, which checks it and frees it (cross-thread frees). Opcodes 240..255
+ * work on two first-class heaps (a tlsf one and a region one, sunmao_heap_*): malloc, aligned
+ * malloc, realloc into a heap, sunmao_heap_free, reset (its blocks forgotten, the other heap's and
+ * malloc's checked intact) and sunmao_heap_of, every block of each heap also freed, sized and
+ * reallocated through the plain calls.
  * What is checked: a served block is aligned as asked, its usable size is at least the request,
  * calloc's is zero, realloc keeps the common prefix, and a block's contents (a pattern keyed by its
  * slot and generation) are intact when it is read, moved or freed: two live blocks that overlap,
@@ -23,6 +27,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sunmao/heap.h>
 #include <sunmao/sockets/custom_api.h>
 
 #ifndef SM_TEST_PREFIX
@@ -30,6 +35,13 @@
 #endif
 SM_CUSTOM_API_DECLARE(SM_TEST_PREFIX)
 #define A(fn) SM_CAT(SM_TEST_PREFIX, fn)
+sunmao_heap_t *A(sunmao_heap_create)(const char *spec);
+void A(sunmao_heap_reset)(sunmao_heap_t *heap);
+void *A(sunmao_heap_malloc)(sunmao_heap_t *heap, size_t size);
+void *A(sunmao_heap_aligned_alloc)(sunmao_heap_t *heap, size_t align, size_t size);
+void *A(sunmao_heap_realloc)(sunmao_heap_t *heap, void *ptr, size_t size);
+void A(sunmao_heap_free)(sunmao_heap_t *heap, void *ptr);
+sunmao_heap_t *A(sunmao_heap_of)(const void *ptr);
 
 #define SLOTS 64
 #define CHECKED_BYTES 4096 /* contents checked at each end of a block: whole blocks up to 8 KiB */
@@ -38,7 +50,9 @@ struct block {
     unsigned char *p;
     size_t size, align;
     uint32_t seed;
+    int heap; /* 0: malloc's; k + 1: heaps[k]'s */
 };
+static sunmao_heap_t *heaps[2];
 static struct block slot[SLOTS];
 static uint32_t generation;
 
@@ -90,6 +104,7 @@ static void take(struct block *b, void *p, size_t size, size_t align, bool zeroe
     b->size = size;
     b->align = align;
     b->seed = ++generation * 0x85ebca6bu;
+    b->heap = 0;
     if (((uintptr_t)p & (align - 1)) != 0)
         fail("block not aligned as asked", b);
     if (A(malloc_usable_size)(p) < size)
@@ -192,6 +207,64 @@ static void expect_fail(void *p, int want_errno, const char *what)
     }
 }
 
+/* The first-class heap operations (opcodes 240..255). */
+static void heap_op(uint8_t op, struct block *b, size_t n, size_t align)
+{
+    int k = op & 1;
+    if (!heaps[0] && (!(heaps[0] = A(sunmao_heap_create)("tlsf(chunk=64KB, name=fuzz)")) ||
+                      !(heaps[1] = A(sunmao_heap_create)("region(chunk=64KB)"))))
+        fail("sunmao_heap_create failed", NULL);
+    sunmao_heap_t *h = heaps[k];
+    void *p;
+    switch ((op >> 1) % 6) {
+    case 0: /* malloc, aligned or not */
+    case 1:
+        if (b->p)
+            drop(b);
+        p = (op >> 1) % 6 ? A(sunmao_heap_aligned_alloc)(h, align, n) : A(sunmao_heap_malloc)(h, n);
+        if (p) {
+            take(b, p, n, (op >> 1) % 6 ? align : 16, false);
+            b->heap = k + 1;
+        }
+        break;
+    case 2: /* realloc into this heap, whoever's the block is */
+        if (!b->p)
+            break;
+        check(b, "block changed while live, seen at sunmao_heap_realloc");
+        if ((p = A(sunmao_heap_realloc)(h, b->p, n))) {
+            struct block moved = *b;
+            moved.p = p;
+            if (!intact(&moved, b->size < n ? b->size : n))
+                fail("sunmao_heap_realloc lost the block's contents", &moved);
+            take(b, p, n, 16, false);
+            b->heap = k + 1;
+        }
+        break;
+    case 3: /* sunmao_heap_free of a block of this heap */
+        if (b->p && b->heap == k + 1) {
+            check(b, "block changed while live, seen at sunmao_heap_free");
+            A(sunmao_heap_free)(h, b->p);
+            b->p = NULL;
+        }
+        break;
+    case 4: /* reset: this heap's blocks are gone, every other block intact */
+        hand_drain();
+        for (int i = 0; i < SLOTS; i++)
+            if (slot[i].p && slot[i].heap == k + 1) {
+                check(&slot[i], "block changed while live, seen at sunmao_heap_reset");
+                slot[i].p = NULL;
+            }
+        A(sunmao_heap_reset)(h);
+        for (int i = 0; i < SLOTS; i++)
+            check(&slot[i], "a heap's reset changed another block");
+        break;
+    case 5: /* each block knows its heap */
+        if (b->p && A(sunmao_heap_of)(b->p) != (b->heap ? heaps[b->heap - 1] : NULL))
+            fail("sunmao_heap_of names another heap", b);
+        break;
+    }
+}
+
 static void run_program(const uint8_t *data, size_t size)
 {
     struct input in = { data, size, 0 };
@@ -201,6 +274,10 @@ static void run_program(const uint8_t *data, size_t size)
         size_t n = heavy_size(&in);
         size_t align = (size_t)1 << (4 + byte(&in) % 18); /* 16 B .. 2 MiB */
         void *p = NULL;
+        if (op >= 240) {
+            heap_op(op, b, n, align);
+            continue;
+        }
         switch (op % 20) {
         case 0: case 1: case 2: /* malloc */
             if (b->p)
@@ -230,7 +307,9 @@ static void run_program(const uint8_t *data, size_t size)
                 moved.p = p;
                 if (!intact(&moved, keep))
                     fail("realloc lost the block's contents", &moved);
+                int heap = b->heap; /* a heap's block stays in its heap */
                 take(b, p, n, 16, false);
+                b->heap = heap;
             }
             break;
         case 6: /* reallocarray */
@@ -332,6 +411,9 @@ static void run_program(const uint8_t *data, size_t size)
     for (int i = 0; i < SLOTS; i++)
         if (slot[i].p)
             drop(&slot[i]);
+    for (int k = 0; k < 2; k++) /* a region gives its freed blocks back only at a reset */
+        if (heaps[k])
+            A(sunmao_heap_reset)(heaps[k]);
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);

@@ -324,16 +324,23 @@ static void limit_refuses_then_recovers(void)
     p_sunmao_heap_destroy(h);
 }
 
-/* A heap inside the caller's memory: every block inside it; nothing mapped. */
+/* A heap inside the caller's memory: every block inside it, blocks larger than the chunk too;
+ * nothing mapped. */
 static void heap_in_caller_memory(void)
 {
     static char pool[1 << 20] __attribute__((aligned(4096)));
-    const char *specs[] = { "tlsf", "region" };
+    const char *specs[] = { "tlsf(chunk=64KB)", "region(chunk=64KB)" };
     for (int k = 0; k < 2; k++) {
         sunmao_heap_t *h = p_sunmao_heap_create_in(pool, sizeof pool, specs[k]);
         CHECK(h != NULL);
         if (!h)
             return;
+        void *big = p_sunmao_heap_malloc(h, 600u << 10); /* above the chunk: the range serves it */
+        CHECKF(big && (char *)big >= pool && (char *)big + (600u << 10) <= pool + sizeof pool && p_sunmao_heap_of(big) == h,
+               "%s: a 600 KiB block: %p", specs[k], big);
+        free(big);
+        if (k == 1)
+            p_sunmao_heap_reset(h); /* a region's memory comes back at reset */
         int n = 0;
         void *v[4096];
         while (n < 4096 && (v[n] = p_sunmao_heap_malloc(h, 200 + (size_t)n % 300)) != NULL) {

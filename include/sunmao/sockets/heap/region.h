@@ -63,7 +63,7 @@ static SM_UNUSED void *sm_hr_alloc(sm_heap_t *h, size_t n, size_t align)
     /* A block that would take more than a quarter of a span gets a span of its own, and the
      * current span stays current: a big block does not waste the rest of it. Up to a chunk, that
      * span is an ordinary one (a kept one if a reset left one); beyond, a solo span (heap.h). */
-    if (need > h->chunk / 4) {
+    if (need > h->chunk / 4 && !h->in_range) { /* (the caller's range is its one span) */
         sm_heap_span_t *cur = h->u.r.at;
         char *c = h->u.r.cur, *e = h->u.r.end;
         bool solo = need > h->chunk;

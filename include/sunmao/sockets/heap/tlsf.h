@@ -229,8 +229,8 @@ static inline bool sm_ht_solo(const sm_ht_block_t *b)
 static SM_UNUSED void *sm_ht_alloc(sm_heap_t *h, size_t n, size_t align)
 {
     size_t need = sm_ht_need(n);
-    if (need + (align > 16 ? align : 0) > h->chunk - SM_HEAP_SPAN_HDR - 2 * SM_HT_HDR)
-        return sm_ht_alloc_solo(h, need, align);
+    if (need + (align > 16 ? align : 0) > h->chunk - SM_HEAP_SPAN_HDR - 2 * SM_HT_HDR && !h->in_range)
+        return sm_ht_alloc_solo(h, need, align); /* (the caller's range is one span of any size) */
     if (need <= 256 && align <= 16) {
         unsigned q = (unsigned)(need >> 4) - 2;
         sm_ht_block_t *b = h->u.t.quick[q];

@@ -4,6 +4,7 @@
  * of its size, the bitmaps agree, at most one empty mapped span); the region kind's stack
  * discipline; reset and its retain; the limit; the spec parser; bad frees raised exactly once. */
 #include <stdint.h>
+#include <sys/mman.h>
 #include <sunmao/policies/err/callback.h>
 #define SM_HEAP_RAISE sm_err_callback_raise
 #include <sunmao/sockets/heap/heap.h>
@@ -326,7 +327,11 @@ static void huge_blocks_register_one_page(void)
         sm_heap_release(h, p, "test");
         CHECKF(h->stats.mapped == before && sm_heaps_owner(p) == NULL, "%s: %zu mapped after the free, %zu before",
                specs[k], h->stats.mapped, before);
-        /* aligned, then left to a reset */
+        /* aligned: freed, its span goes back; then one left to a reset */
+        char *a = sm_heap_alloc(h, 200u << 10, 1u << 20);
+        CHECK(a && ((uintptr_t)a & ((1u << 20) - 1)) == 0 && sm_heaps_owner(a) == h);
+        sm_heap_release(h, a, "test");
+        CHECKF(h->stats.mapped == before, "%s: an aligned solo block's span stayed: %zu mapped", specs[k], h->stats.mapped);
         char *q = sm_heap_alloc(h, 200u << 10, 1u << 20);
         CHECK(q && ((uintptr_t)q & ((1u << 20) - 1)) == 0 && sm_heaps_owner(q) == h);
         if (h->kind == SM_HEAP_TLSF)
@@ -353,6 +358,20 @@ static void limit_counts_refusals(void)
 static void bad_frees_raised_once(void)
 {
     sm_err_callback_set(on_error);
+    err_reset();
+    /* a pointer at the start of a heap's first page, with an unmapped page below: reported, and
+     * the header it would have is not read */
+    char *guard = sm_plat_map(3 * 4096);
+    CHECK(guard && mprotect(guard, 4096, PROT_NONE) == 0);
+    sm_heap_spec_t spec;
+    const char *at;
+    sm_heap_spec_parse("tlsf", &spec, &at);
+    sm_heap_t *in = sm_heap_new(&spec, guard + 4096, 2 * 4096);
+    CHECK(in && sm_heaps_owner(guard + 4096) == in);
+    sm_heap_release(in, guard + 4096, "test");
+    CHECK(err_counts[SM_ERR_INVALID_FREE] == 1);
+    sm_heap_delete(in);
+    sm_plat_unmap(guard, 3 * 4096);
     err_reset();
     const char *specs[] = { "tlsf", "region" };
     for (int k = 0; k < 2; k++) {

@@ -20,7 +20,8 @@
  * - Every page of every span maps to its heap in the registry (heap/registry.h), and no other
  *   page does: that is how a plain free(), realloc() or malloc_usable_size() finds a heap's block,
  *   and how a pointer that is no heap's is told apart (one lock-free lookup). Except a solo span,
- *   made for one block larger than a chunk: only the page of its block's start is registered
+ *   made for one block larger than a chunk: only the pages of its block's header and start are
+ *   registered
  *   (a terabyte block costs one registry word, not 2 GiB of them), and it never serves another
  *   block: it goes back with its block, and a reset drops it.
  * - Each block starts with a header whose top 16 bits are a tag of the block's address and the
@@ -56,10 +57,11 @@ typedef struct sm_heap_span {
     struct sm_heap_span *next, *prev;
     struct sm_heap_span *ready; /* region: the next span a reset kept to carve from */
     size_t bytes;      /* the whole span, header included */
-    uintptr_t solo;    /* a span made for one block larger than a chunk: the one page of it in the
-                        * registry, that of the block's start (0: every page is) */
-    unsigned mapped;   /* 1: from sm_plat_map (given back with it); 0: the caller's range */
-    unsigned used;     /* 1: served a block since the last reset (or made since) */
+    uintptr_t solo;    /* a span made for one block larger than a chunk: the first of its pages in
+                        * the registry, those of the block's header and start (0: every page is) */
+    uint32_t solo_bytes; /* how much is registered from `solo` (one or two pages) */
+    uint8_t mapped;    /* 1: from sm_plat_map (given back with it); 0: the caller's range */
+    uint8_t used;      /* 1: served a block since the last reset (or made since) */
 } sm_heap_span_t;
 #define SM_HEAP_SPAN_HDR 48u
 _Static_assert(sizeof(sm_heap_span_t) <= SM_HEAP_SPAN_HDR, "heap: the span header outgrew its room");
@@ -198,16 +200,25 @@ static SM_UNUSED sm_heap_span_t *sm_heap_span_new(sm_heap_t *h, size_t bytes, bo
 
 static SM_UNUSED void sm_heap_span_drop(sm_heap_t *h, sm_heap_span_t *s);
 
-/* Registers the page of the block at p, the one block of solo span s; false (s given back) when
- * the registry has no room. Under h's lock. */
-static SM_UNUSED bool sm_heap_span_solo(sm_heap_t *h, sm_heap_span_t *s, const void *p)
+/* Registers the pages of the block at p (its `hdr` bytes of header and its start), the one block
+ * of solo span s; false (s given back) when the registry has no room. Under h's lock. */
+static SM_UNUSED bool sm_heap_span_solo(sm_heap_t *h, sm_heap_span_t *s, const void *p, size_t hdr)
 {
-    s->solo = (uintptr_t)p & ~(uintptr_t)(sm_plat_page_size() - 1);
-    if (!sm_heaps_register((void *)s->solo, 1, h)) {
+    s->solo = ((uintptr_t)p - hdr) & ~(uintptr_t)(sm_plat_page_size() - 1);
+    s->solo_bytes = (uint32_t)((uintptr_t)p + 1 - s->solo);
+    if (!sm_heaps_register((void *)s->solo, s->solo_bytes, h)) {
         sm_heap_span_drop(h, s);
         return false;
     }
     return true;
+}
+
+/* Whether the header below p (hdr bytes) may be read: it is in p's page, or in a page of h's. A
+ * pointer near the start of a page whose page before belongs to no heap is no block's, and the
+ * page before may not even be mapped. */
+static inline bool sm_heap_header_readable(const sm_heap_t *h, const void *p, size_t hdr)
+{
+    return ((uintptr_t)p & (sm_plat_page_size() - 1)) >= hdr || sm_heaps_owner((const char *)p - hdr) == h;
 }
 
 /* Unlinks a mapped span, forgets its pages and gives them back. Under h's lock. */
@@ -221,7 +232,7 @@ static SM_UNUSED void sm_heap_span_drop(sm_heap_t *h, sm_heap_span_t *s)
         s->next->prev = s->prev;
     h->stats.mapped -= s->bytes;
     if (s->solo)
-        sm_heaps_register((void *)s->solo, 1, NULL);
+        sm_heaps_register((void *)s->solo, s->solo_bytes, NULL);
     else
         sm_heaps_register(s, s->bytes, NULL);
     sm_plat_unmap(s, s->bytes);

@@ -73,7 +73,7 @@ static SM_UNUSED void *sm_hr_alloc(sm_heap_t *h, size_t n, size_t align)
         sm_hr_start(h, s);
         p = sm_hr_carve(h, n, align);
         h->u.r.at = cur, h->u.r.cur = c, h->u.r.end = e;
-        return !solo || sm_heap_span_solo(h, s, p) ? p : NULL;
+        return !solo || sm_heap_span_solo(h, s, p, 8) ? p : NULL;
     }
     sm_heap_span_t *s = sm_hr_take_ready(h, need);
     if (!s && !(s = sm_heap_span_new(h, h->chunk, false)))
@@ -85,7 +85,8 @@ static SM_UNUSED void *sm_hr_alloc(sm_heap_t *h, size_t n, size_t align)
 static SM_UNUSED bool sm_hr_check(sm_heap_t *h, void *p, sm_heap_fault_t *f)
 {
     uint64_t *hdr = sm_hr_hdr(p);
-    if (((uintptr_t)p & 15) || (*hdr & ~(((uint64_t)1 << SM_HEAP_SIZE_BITS) - 1)) != sm_heap_tag(h, hdr)) {
+    if (((uintptr_t)p & 15) || !sm_heap_header_readable(h, p, 8) ||
+        (*hdr & ~(((uint64_t)1 << SM_HEAP_SIZE_BITS) - 1)) != sm_heap_tag(h, hdr)) {
         sm_heap_fault(f, SM_ERR_INVALID_FREE, p, "not the start of a block of this heap");
         return false;
     }
@@ -102,16 +103,20 @@ static inline bool sm_hr_is_last(const sm_heap_t *h, const void *p)
 }
 
 /* The span of its own a big block got (sm_hr_alloc), or NULL: found in the list, not by reading
- * below p, which may be any block's bytes. Only a block that fills most of a span has one. */
+ * below p, which may be any block's bytes. A solo span's block is the one whose header is in its
+ * first registered page; an ordinary span counts when the block fills it. */
 static SM_UNUSED sm_heap_span_t *sm_hr_own_span(const sm_heap_t *h, const void *p)
 {
     size_t page = sm_plat_page_size();
-    uintptr_t s = (uintptr_t)p - SM_HEAP_SPAN_HDR - 16;
-    if ((s & (page - 1)) || sm_hr_usable(p) + SM_HEAP_SPAN_HDR + 16 + page <= h->chunk / 4)
-        return NULL;
-    for (sm_heap_span_t *x = h->spans; x; x = x->next)
+    if (sm_hr_usable(p) + SM_HEAP_SPAN_HDR + 16 + page <= h->chunk / 4)
+        return NULL; /* too small to have been given a span */
+    uintptr_t hdr_page = ((uintptr_t)p - 8) & ~(uintptr_t)(page - 1), s = (uintptr_t)p - SM_HEAP_SPAN_HDR - 16;
+    for (sm_heap_span_t *x = h->spans; x; x = x->next) {
+        if (x->solo && x->solo == hdr_page)
+            return x;
         if ((uintptr_t)x == s)
             return x != h->u.r.at && x->mapped && x->bytes - SM_HEAP_SPAN_HDR - 16 - sm_hr_usable(p) < page ? x : NULL;
+    }
     return NULL;
 }
 

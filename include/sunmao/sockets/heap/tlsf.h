@@ -217,7 +217,7 @@ static SM_UNUSED void *sm_ht_alloc_solo(sm_heap_t *h, size_t need, size_t align)
     end->size = sm_heap_tag(h, end);
     b->prev_size = (uintptr_t)s;
     b->size = sm_heap_tag(h, b) | (size_t)((char *)end - (char *)b) | SM_HT_FIRST;
-    return sm_heap_span_solo(h, s, (void *)user) ? (void *)user : NULL;
+    return sm_heap_span_solo(h, s, (void *)user, SM_HT_HDR) ? (void *)user : NULL;
 }
 
 static inline bool sm_ht_solo(const sm_ht_block_t *b)
@@ -286,7 +286,8 @@ static inline size_t sm_ht_usable(const void *p) { return sm_ht_size(sm_ht_of(p)
 static SM_UNUSED bool sm_ht_check(sm_heap_t *h, void *p, sm_heap_fault_t *f)
 {
     sm_ht_block_t *b = sm_ht_of(p);
-    if (((uintptr_t)p & 15) || !sm_ht_tag_ok(h, b) || sm_ht_size(b) < SM_HT_MIN_BLOCK) {
+    if (((uintptr_t)p & 15) || !sm_heap_header_readable(h, p, SM_HT_HDR) || !sm_ht_tag_ok(h, b) ||
+        sm_ht_size(b) < SM_HT_MIN_BLOCK) {
         sm_heap_fault(f, SM_ERR_INVALID_FREE, p, "not the start of a block of this heap");
         return false;
     }

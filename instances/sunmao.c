@@ -88,6 +88,16 @@
 #define SM_OPT_SHARD_MAX 512
 #include <sunmao/layers/core/slab_lk.h>
 
+/* sunmao-percpu: per-CPU caches in the thread cache's place (instances/sunmao-percpu.c). */
+#ifdef SM_INSTANCE_PERCPU
+#define SM_LAYER     sunmao_cache
+#define SM_NEXT      sunmao_slab
+#define SM_SIZECLASS tc
+#define SM_ERR       warn
+#define SM_SIZE_MAX  (8u << 10)
+#define SM_OPT_BATCH_BYTES (16u << 10) /* as the thread cache's, below */
+#include <sunmao/layers/addon/carrcache_rseq.h>
+#else
 #define SM_LAYER     sunmao_cache
 #define SM_NEXT      sunmao_slab
 #define SM_SIZECLASS tc
@@ -120,6 +130,7 @@
 #define SM_OPT_LINK_AT SM_INSTANCE_LINK_AT
 #endif
 #include <sunmao/layers/addon/thread_cache.h>
+#endif
 
 /* Included by another instance as its base (SM_INSTANCE_BASE): that instance composes the
  * layers it adds and the socket on top of sunmao_cache. */

@@ -114,6 +114,7 @@ static const struct row rows[] = {
     { "arena.0.purge", 0, '-' }, { "arena.4096.purge", 0, '-' }, { "arena.4096.decay", 0, '-' },
     { "arenas.narenas", sizeof(unsigned), 'r' }, { "background_thread", sizeof(bool), 'b' },
     { "heaps.count", sizeof(size_t), 'r' }, { "heaps.allocated", sizeof(size_t), 'r' }, { "heaps.mapped", sizeof(size_t), 'r' },
+    { "percpu.mode", sizeof(char *), 'r' },
     { "config.stats", sizeof(bool), 'r' }, { "config.prof", sizeof(bool), 'r' },
     { "opt.stats_print", sizeof(bool), 'r' }, { "opt.stats_print_opts", sizeof(char *), 'r' },
     { "opt.junk", sizeof(char *), 'r' }, { "opt.zero", sizeof(bool), 'r' }, { "opt.tcache", sizeof(bool), 'r' },

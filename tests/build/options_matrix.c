@@ -54,6 +54,7 @@
 #define MX_TARR        24 /* tarrcache :: slab_lk :: fk */
 #define MX_SZCLS       25 /* szcls_stat :: fk (sizeclass tc unless the case names one) */
 #define MX_PERF        26 /* perf_stat :: fk */
+#define MX_RSEQ        27 /* carrcache_rseq :: slab_lk :: fk */
 
 #ifndef MX_COMP
 #error "options_matrix: build with -DMX_COMP=<composition> (see tests/build/options_matrix.sh)"
@@ -71,7 +72,7 @@
     MX_COMP == MX_SEGFIT || MX_COMP == MX_WCET || MX_COMP == MX_SEGFIT_LF || MX_COMP == MX_SLAB_WF || \
     MX_COMP == MX_TAIL || MX_COMP == MX_GUARD || MX_COMP == MX_DELAYED || MX_COMP == MX_ALIGNED || \
     MX_COMP == MX_BATCHED || MX_COMP == MX_CARR || MX_COMP == MX_COND || MX_COMP == MX_PROF || \
-    MX_COMP == MX_SLAB_ARR || MX_COMP == MX_TARR || MX_COMP == MX_SZCLS || MX_COMP == MX_PERF
+    MX_COMP == MX_SLAB_ARR || MX_COMP == MX_TARR || MX_COMP == MX_SZCLS || MX_COMP == MX_PERF || MX_COMP == MX_RSEQ
 #define MX_HAS_FAKE 1
 #define SM_LAYER fk
 #include "tests/support/fake_next.h"
@@ -371,6 +372,29 @@ SM_UNUSED static bool mx_pick(sm_mctx_t *c)
 #define SM_ERR callback
 #include MX_OPTS
 #include <sunmao/os/brk_heap.h>
+
+#elif MX_COMP == MX_RSEQ
+#define MX_MIN 1
+#define MX_MAX ((size_t)4 << 10)
+#define MX_BIG ((size_t)32 << 10)
+#define SM_LAYER sl
+#define SM_NEXT fk
+#define SM_SYNC spinlock
+#define SM_SIZECLASS tc
+#define SM_ERR callback
+#include <sunmao/layers/core/slab_lk.h>
+#define SM_LAYER ut
+#define SM_NEXT sl
+#define SM_SIZECLASS tc
+#define SM_ERR callback
+#include MX_OPTS
+#include <sunmao/layers/addon/carrcache_rseq.h>
+/* The room granted on the calling thread's CPU, in bytes (after a round trip). */
+SM_UNUSED static size_t mx_rseq_room(void)
+{
+    long cpu = sm_rseq_cpu();
+    return ut_obj.ready && cpu >= 0 && cpu < (long)ut_obj.slots ? ut_obj.cpu[cpu].room : 0;
+}
 
 #elif MX_COMP == MX_SHEAP
 #define MX_MIN 1

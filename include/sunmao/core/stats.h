@@ -68,6 +68,8 @@ typedef struct sm_stats {
     sm_stats_layer_t layer[SM_STATS_LAYERS];
     sm_stats_class_t cls[SM_STATS_CLASSES];
     size_t tcache_threads, tcache_objects, tcache_bytes;
+    const char *percpu_mode; /* a per-CPU cache's mode (platform/rseq.h); NULL: none in the stack */
+    size_t percpu_slabs, percpu_objects, percpu_bytes; /* CPUs set up, objects and bytes they hold */
 } sm_stats_t;
 
 /* Bytes of metadata blocks handed out through the metadata route (core/meta_route.h); per

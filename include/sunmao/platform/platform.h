@@ -43,6 +43,8 @@
  *            known); sm_plat_fault_hook(fn) fn(addr) asked about each SIGSEGV/SIGBUS in the
  *            handler (true: reported, the fault then kills as it would have), false if none
  *   lifecycle  sm_thread_attach(layer_exit): the composition's one thread-exit hook (lifecycle.h)
+ *   rseq     sm_rseq_mode(), sm_rseq_thread_setup(), SM_RSEQ_POP / SM_RSEQ_PUSH / sm_rseq_set_end:
+ *            sections on the calling thread's CPU, or its virtual CPU where there is no rseq (rseq.h)
  * A call that cannot be served has a defined failure (NULL, -1, false, 0) that its callers handle:
  * the freestanding platform builds every layer, and those that need an OS answer "no memory". */
 #ifndef SUNMAO_PLATFORM_PLATFORM_H
@@ -67,5 +69,6 @@ static inline int sm_mctx_cpu(sm_mctx_t *c)
 }
 
 #include "core_table.h" /* the per-CPU cache sizes, built on the functions above */
+#include "rseq.h"       /* restartable sequences: per-CPU caches (layers/addon/carrcache_rseq.h) */
 
 #endif

@@ -103,6 +103,9 @@ SM_SLOWPATH void sm_intro_print_text(sm_intro_out_t *o, const sm_stats_t *s, con
     }
     sm_intro_printf(o, "tcache: threads: %zu, objects: %zu, bytes: %zu\n", s->tcache_threads, s->tcache_objects,
                     s->tcache_bytes);
+    if (s->percpu_mode)
+        sm_intro_printf(o, "percpu: mode: %s, cpus: %zu, objects: %zu, bytes: %zu\n", s->percpu_mode, s->percpu_slabs,
+                        s->percpu_objects, s->percpu_bytes);
     size_t nheaps = sm_intro_opt(opts, 'h') ? 0 : sm_heaps_rows(sm_intro_heaps, SM_INTRO_HEAPS_SHOWN);
     if (nheaps) {
         sm_intro_printf(o, "heaps: %zu\n  %-20s %-6s %14s %14s %12s %14s %12s %12s %8s %8s\n", nheaps, "name", "kind",
@@ -153,8 +156,10 @@ SM_SLOWPATH void sm_intro_print_json(sm_intro_out_t *o, const sm_stats_t *s, con
                         i ? "," : "", c->size, c->slabs, c->live, c->cached, (unsigned long long)c->nmalloc,
                         (unsigned long long)c->nfree);
     }
-    sm_intro_printf(o, "],\n\"tcache\": {\"threads\": %zu, \"objects\": %zu, \"bytes\": %zu},\n\"heaps\": [",
-                    s->tcache_threads, s->tcache_objects, s->tcache_bytes);
+    sm_intro_printf(o, "],\n\"tcache\": {\"threads\": %zu, \"objects\": %zu, \"bytes\": %zu},\n", s->tcache_threads,
+                    s->tcache_objects, s->tcache_bytes);
+    sm_intro_printf(o, "\"percpu\": {\"mode\": \"%s\", \"cpus\": %zu, \"objects\": %zu, \"bytes\": %zu},\n\"heaps\": [",
+                    s->percpu_mode ? s->percpu_mode : "off", s->percpu_slabs, s->percpu_objects, s->percpu_bytes);
     size_t nheaps = sm_intro_opt(opts, 'h') ? 0 : sm_heaps_rows(sm_intro_heaps, SM_INTRO_HEAPS_SHOWN);
     for (size_t i = 0; i < nheaps && i < SM_INTRO_HEAPS_SHOWN; i++) {
         const sm_heap_row_t *r = &sm_intro_heaps[i];

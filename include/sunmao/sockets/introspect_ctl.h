@@ -206,6 +206,15 @@ SM_CTL_HEAPS(allocated)
 SM_CTL_HEAPS(mapped)
 #undef SM_CTL_HEAPS
 
+/* The per-CPU caches' mode (platform/rseq.h): decided by the first request a carrcache_rseq layer
+ * sees; "off" in a composition without one. */
+static int sm_ctl_percpu_mode(bool w, sm_ctl_val_t *v, size_t i)
+{
+    (void)w, (void)i;
+    v->s = sm_rseq_mode_name(__atomic_load_n(&sm_rseq.mode, __ATOMIC_ACQUIRE));
+    return 0;
+}
+
 #define SM_CTL_OPT_ROW(key, type) { "opt." #key, type, SM_CTL_R, sm_ctl_opt_##key }
 static const sm_ctl_t sm_ctl_table[] = {
     { "version", SM_CTL_STR, SM_CTL_R, sm_ctl_version },
@@ -228,6 +237,7 @@ static const sm_ctl_t sm_ctl_table[] = {
     { "heaps.count", SM_CTL_SIZE, SM_CTL_R, sm_ctl_heaps_count },
     { "heaps.allocated", SM_CTL_SIZE, SM_CTL_R, sm_ctl_heaps_allocated },
     { "heaps.mapped", SM_CTL_SIZE, SM_CTL_R, sm_ctl_heaps_mapped },
+    { "percpu.mode", SM_CTL_STR, SM_CTL_R, sm_ctl_percpu_mode },
     { "background_thread", SM_CTL_BOOL, SM_CTL_R | SM_CTL_W, sm_ctl_background },
     { "config.stats", SM_CTL_BOOL, SM_CTL_R, sm_ctl_config_stats },
     { "config.prof", SM_CTL_BOOL, SM_CTL_R, sm_ctl_config_prof },

@@ -1,0 +1,306 @@
+/* Unit test of the carrcache_rseq add-on layer (per-CPU caches on restartable sequences) over a
+ * capability fake (fake_batch, tc):
+ *     pc :: fb     cpu_bytes 256 KiB (so the budget is reached), batch 16
+ * Every CPU's slab is walked after each case: each class's top within [begin - 1, end], its end
+ * within its cap, the room granted equal to the sum of (end - begin + 1) x class size and within
+ * cpu_bytes, and every cached object a live object of the fake with the cached tag. Cases: the
+ * mode is the one the process must get; a refill of one batch; frees fill a CPU's stack, then the
+ * room grows, then a full stack gives half a batch down; room stolen from an idle class when the
+ * budget is spent; a double free reported once and ignored; release(ALL) empties every CPU's
+ * stacks (by moving onto each); threads re-pinned across CPUs with fill patterns; fork. */
+#include <pthread.h>
+#include <sched.h>
+#include <stdint.h>
+#include <sys/wait.h>
+#include <unistd.h>
+#include <sunmao/policies/err/callback.h>
+#include <sunmao/policies/sizeclass/tc.h>
+#include "tests/support/check.h"
+#include "tests/support/err_record.h"
+
+#define SM_LAYER fb
+#define SM_SIZECLASS tc
+#include "tests/support/fake_batch.h"
+
+#define SM_LAYER pc
+#define SM_NEXT fb
+#define SM_SIZECLASS tc
+#define SM_ERR callback
+#define SM_OPT_CPU_BYTES (256u << 10)
+#define SM_OPT_BATCH_MAX 16
+#include <sunmao/layers/addon/carrcache_rseq.h>
+
+_Static_assert(pc_caps == SM_CAP_HIT && pc_thread_safe == 1, "properties");
+#define FB(field) FAKE_BATCH_GET(fb, field)
+
+static void *alloc(size_t n)
+{
+    sm_mctx_t c = sm_mctx_alloc(n, 0, SM_F_USER);
+    return pc_alloc(&c);
+}
+static void release(void *p)
+{
+    sm_mctx_t c = sm_mctx_block(p, 0, 0);
+    pc_free(&c);
+}
+static uint32_t header(long cpu, unsigned cls) { return __atomic_load_n(pc_header(cpu, cls), __ATOMIC_RELAXED); }
+static unsigned count(long cpu, unsigned cls)
+{
+    uint32_t h = header(cpu, cls);
+    return pc_obj.begin[cls] ? (h & 0xffff) - (pc_obj.begin[cls] - 1u) : 0;
+}
+static unsigned room(long cpu, unsigned cls)
+{
+    uint32_t h = header(cpu, cls);
+    return pc_obj.begin[cls] ? (h >> 16) - (pc_obj.begin[cls] - 1u) : 0;
+}
+static size_t cached_total(void)
+{
+    size_t n = 0;
+    for (unsigned cpu = 0; cpu < pc_obj.slots; cpu++)
+        if (pc_obj.cpu[cpu].ready)
+            for (unsigned cls = 0; cls < pc_class_count; cls++)
+                n += count(cpu, cls);
+    return n;
+}
+
+/* The invariants, on every CPU set up (the test is quiet when it calls this). */
+static void walk(void)
+{
+    for (unsigned cpu = 0; cpu < pc_obj.slots; cpu++) {
+        if (!pc_obj.cpu[cpu].ready)
+            continue;
+        size_t bytes = 0;
+        for (unsigned cls = 0; cls < pc_class_count; cls++) {
+            if (!pc_obj.begin[cls]) {
+                CHECKF(header(cpu, cls) == 0, "cpu %u class %u: uncached class with a header", cpu, cls);
+                continue;
+            }
+            uint32_t h = header(cpu, cls);
+            unsigned top = h & 0xffff, end = h >> 16, first = pc_obj.begin[cls] - 1u;
+            CHECKF(top >= first && top <= end && end <= first + pc_obj.cap[cls], "cpu %u class %u: top %u end %u first %u",
+                   cpu, cls, top, end, first);
+            uintptr_t *slab = (uintptr_t *)(pc_base_now() + ((uintptr_t)cpu << pc_shift));
+            CHECKF(slab[first] == 0, "cpu %u class %u: the marker word is not 0", cpu, cls);
+            for (unsigned i = first + 1; i <= top; i++) {
+                uintptr_t *p = (uintptr_t *)slab[i];
+                CHECKF(p && p[1] == pc_obj.tag && fb_slab_of(p), "cpu %u class %u: item %u not a tagged object", cpu,
+                       cls, i);
+            }
+            bytes += (size_t)(end - first) * pc_obj.class_bytes[cls];
+        }
+        CHECKF(bytes == pc_obj.cpu[cpu].room && bytes <= (256u << 10), "cpu %u: room %zu, sum %zu", cpu,
+               pc_obj.cpu[cpu].room, bytes);
+    }
+    uintptr_t *slab0 = (uintptr_t *)pc_obj.region;
+    CHECK(slab0[0] == 0 && slab0[1] == 0); /* the zero slab below base stays zero */
+}
+
+static void mode_chosen(void)
+{
+    void *p = alloc(64);
+    CHECK(p != NULL);
+    release(p);
+    int mode = sm_rseq.mode;
+    CHECKF(mode == SM_RSEQ_GLIBC || mode == SM_RSEQ_OWN || mode == SM_RSEQ_THREAD, "mode %d", mode);
+    if (getenv("GLIBC_TUNABLES") && strstr(getenv("GLIBC_TUNABLES"), "rseq=0"))
+        CHECKF(mode != SM_RSEQ_GLIBC, "glibc's registration is off, yet the mode is %s", sm_rseq_mode_name(mode));
+    printf("# mode %s, %u slots\n", sm_rseq_mode_name(mode), pc_obj.slots);
+    walk();
+}
+
+static void pin(long cpu)
+{
+    cpu_set_t one;
+    CPU_ZERO(&one);
+    CPU_SET((int)cpu, &one);
+    CHECK(sched_setaffinity(0, sizeof one, &one) == 0);
+}
+static void unpin(void)
+{
+    cpu_set_t all;
+    CPU_ZERO(&all);
+    for (int i = 0; i < CPU_SETSIZE; i++)
+        CPU_SET(i, &all);
+    (void)sched_setaffinity(0, sizeof all, &all);
+}
+
+static void refill_and_overflow(void)
+{
+    pin(0);
+    long cpu = sm_rseq_cpu();
+    unsigned cls = sm_sizeclass_tc_size_to_class(96);
+    unsigned long ab = FB(alloc_batch_calls), fbc = FB(free_batch_calls);
+    void *p = alloc(96);
+    unsigned n = count(cpu, cls);
+    CHECKF(p && FB(alloc_batch_calls) >= ab + 1 && n >= 1, "refill: %lu batches, %u cached", FB(alloc_batch_calls) - ab, n);
+    check_fill(p, 96, 3);
+    /* frees up to the class's cap: each miss grows the room by a batch */
+    enum { N = 3000 };
+    static void *v[N];
+    for (int i = 0; i < N; i++)
+        v[i] = alloc(96);
+    for (int i = 0; i < N; i++)
+        release(v[i]);
+    CHECKF(count(cpu, cls) <= pc_obj.cap[cls] && room(cpu, cls) <= pc_obj.cap[cls], "count %u room %u cap %u",
+           count(cpu, cls), room(cpu, cls), pc_obj.cap[cls]);
+    CHECKF(FB(free_batch_calls) > fbc, "a full stack gave nothing down");
+    CHECK(check_verify(p, 96, 3));
+    release(p);
+    walk();
+    unpin();
+}
+
+static void budget_and_steal(void)
+{
+    pin(0);
+    long cpu = sm_rseq_cpu();
+    /* fill many classes until the 256 KiB are granted, then a new class must steal */
+    static void *v[20000];
+    int n = 0;
+    for (size_t size = 16; size <= 4096 && n < 19000; size += 48)
+        for (int i = 0; i < 60 && n < 19000; i++)
+            v[n++] = alloc(size);
+    for (int i = 0; i < n; i++)
+        release(v[i]);
+    walk();
+    CHECKF(pc_obj.cpu[cpu].room <= (256u << 10), "room %zu", pc_obj.cpu[cpu].room);
+    /* take the objects back out and keep them: the classes' stacks are empty, their room stays
+     * granted; a class that had none then gets some by stealing that unused room */
+    for (int i = 0; i < n; i++)
+        v[i] = alloc(16 + (size_t)(i / 60) * 48);
+    unsigned big = sm_sizeclass_tc_size_to_class(8192);
+    for (int round = 0; round < 40 && !room(cpu, big); round++) {
+        void *q[4];
+        for (int i = 0; i < 4; i++)
+            q[i] = alloc(8192);
+        for (int i = 0; i < 4; i++)
+            release(q[i]);
+    }
+    CHECKF(room(cpu, big) > 0, "8 KiB objects got no room on a CPU whose budget other classes hold (room %zu)",
+           pc_obj.cpu[cpu].room);
+    for (int i = 0; i < n; i++)
+        release(v[i]);
+    walk();
+    unpin();
+}
+
+static void double_free_reported(void)
+{
+    err_reset();
+    void *p = alloc(48);
+    release(p);
+    release(p);
+    CHECKF(err_counts[SM_ERR_DOUBLE_FREE] == 1 && err_total() == 1, "%lu double, %lu in all",
+           err_counts[SM_ERR_DOUBLE_FREE], err_total());
+    void *a = alloc(48), *b = alloc(48);
+    CHECK(a != b);
+    release(a);
+    release(b);
+    walk();
+}
+
+static void release_all_empties_every_cpu(void)
+{
+    long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
+    for (long cpu = 0; cpu < ncpu && cpu < 8; cpu++) {
+        pin(cpu);
+        void *v[100];
+        for (int i = 0; i < 100; i++)
+            v[i] = alloc(32 + (size_t)i * 8);
+        for (int i = 0; i < 100; i++)
+            release(v[i]);
+    }
+    unpin();
+    CHECK(cached_total() > 0);
+    sm_release_t r = { .how = SM_RELEASE_ALL };
+    pc_release(&r);
+    if (sm_rseq.mode == SM_RSEQ_THREAD) /* only the calling thread's virtual CPU */
+        CHECKF(cached_total() == 0, "%zu objects left", cached_total());
+    else
+        CHECKF(cached_total() == 0 && r.released > 0, "%zu objects left after release(ALL), %zu bytes released",
+               cached_total(), r.released);
+    walk();
+}
+
+static long ncpus;
+static void *repin_thread(void *arg)
+{
+    uintptr_t id = (uintptr_t)arg, bad = 0;
+    for (int round = 0; round < 30; round++) {
+        cpu_set_t one;
+        CPU_ZERO(&one);
+        CPU_SET((int)((id + (uintptr_t)round) % (uintptr_t)ncpus), &one);
+        sched_setaffinity(0, sizeof one, &one);
+        void *v[300];
+        for (int i = 0; i < 300; i++) {
+            size_t n = 16 + (size_t)((i * 37 + round) % 900);
+            v[i] = alloc(n);
+            if (!v[i])
+                return (void *)(uintptr_t)-1;
+            check_fill(v[i], n, (unsigned)(id * 131 + (uintptr_t)i));
+        }
+        for (int i = 0; i < 300; i++) {
+            size_t n = 16 + (size_t)((i * 37 + round) % 900);
+            bad += !check_verify(v[i], n, (unsigned)(id * 131 + (uintptr_t)i));
+            release(v[i]);
+        }
+    }
+    pc_thread_exit();
+    return (void *)bad;
+}
+static void threads_repinned(void)
+{
+    ncpus = sysconf(_SC_NPROCESSORS_ONLN);
+    if (ncpus < 1)
+        ncpus = 1;
+    check_threads(8, repin_thread);
+    walk();
+}
+
+static void fork_keeps_caches(void)
+{
+    void *v[50];
+    for (int i = 0; i < 50; i++)
+        v[i] = alloc(200);
+    for (int i = 0; i < 50; i++)
+        release(v[i]);
+    pc_fork_prepare();
+    pid_t pid = fork();
+    if (pid == 0) {
+        pc_fork_child();
+        int bad = 0;
+        for (int r = 0; r < 20; r++) {
+            void *w[100];
+            for (int i = 0; i < 100; i++) {
+                w[i] = alloc(200);
+                check_fill(w[i], 200, (unsigned)i);
+            }
+            for (int i = 0; i < 100; i++) {
+                bad += !check_verify(w[i], 200, (unsigned)i);
+                release(w[i]);
+            }
+        }
+        _exit(bad ? 3 : 0);
+    }
+    pc_fork_parent();
+    int status = 0;
+    CHECK(pid > 0 && waitpid(pid, &status, 0) == pid);
+    CHECKF(WIFEXITED(status) && WEXITSTATUS(status) == 0, "child status %#x", status);
+    walk();
+}
+
+int main(void)
+{
+    check_begin("carrcache_rseq");
+    sm_err_callback_set(on_error);
+    CHECK(pc_create() == 0);
+    RUN_CASE(mode_chosen);
+    RUN_CASE(refill_and_overflow);
+    RUN_CASE(budget_and_steal);
+    RUN_CASE(double_free_reported);
+    RUN_CASE(release_all_empties_every_cpu);
+    RUN_CASE(threads_repinned);
+    RUN_CASE(fork_keeps_caches);
+    return check_failures_total != 0;
+}

@@ -6,7 +6,8 @@
  * cpu_bytes, and every cached object a live object of the fake with the cached tag. Cases: the
  * mode is the one the process must get; a refill of one batch; frees fill a CPU's stack, then the
  * room grows, then a full stack gives half a batch down; room stolen from an idle class when the
- * budget is spent; a double free reported once and ignored; release(ALL) empties every CPU's
+ * budget is spent; a double free reported once and ignored; an overwritten tag reported at the
+ * pop and the object never handed out twice; release(ALL) empties every CPU's
  * stacks (by moving onto each); threads re-pinned across CPUs with fill patterns; fork. */
 #include <pthread.h>
 #include <sched.h>
@@ -200,6 +201,31 @@ static void double_free_reported(void)
     walk();
 }
 
+/* A write after free over the tag, then a second free: the object is on the stack twice; the
+ * second pop sees the tag gone, reports it and drops the object instead of handing it out again. */
+static void overwritten_tag_never_handed_out_twice(void)
+{
+    pin(0);
+    err_reset();
+    void *a = alloc(80);
+    release(a);
+    ((volatile uintptr_t *)a)[1] = 0;
+    release(a);
+    void *v[64];
+    unsigned same = 0;
+    for (int i = 0; i < 64; i++) {
+        v[i] = alloc(80);
+        same += v[i] == a;
+    }
+    CHECKF(same == 1, "the object was handed out %u times", same);
+    CHECKF(err_counts[SM_ERR_CORRUPTION] == 1 && err_total() == 1, "%lu corruption reports, %lu in all",
+           err_counts[SM_ERR_CORRUPTION], err_total());
+    for (int i = 0; i < 64; i++)
+        release(v[i]);
+    walk();
+    unpin();
+}
+
 static void release_all_empties_every_cpu(void)
 {
     long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
@@ -299,6 +325,7 @@ int main(void)
     RUN_CASE(refill_and_overflow);
     RUN_CASE(budget_and_steal);
     RUN_CASE(double_free_reported);
+    RUN_CASE(overwritten_tag_never_handed_out_twice);
     RUN_CASE(release_all_empties_every_cpu);
     RUN_CASE(threads_repinned);
     RUN_CASE(fork_keeps_caches);

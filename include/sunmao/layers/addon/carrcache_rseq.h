@@ -22,7 +22,8 @@
  * the kernel offers none, one virtual CPU per thread (per-thread caches, given back at thread exit).
  * The mode is mallctl `percpu.mode` and the statistics' `percpu:` line.
  * Paths. malloc: one section pops its class's stack on the current CPU; the object's second word
- * (the cached tag) is cleared. free: the class (the size's, or the next layer's owner_slot); a free
+ * must be the cached tag (else it was written after its free: reported, and the object dropped),
+ * and is cleared. free: the class (the size's, or the next layer's owner_slot); a free
  * of an object whose second word is the tag is a double free (the slow path reports it); else one
  * section pushes it, writing the tag. No lock, no atomic read-modify-write, no system call. A miss
  * (empty, full, a CPU whose slab is not set up, a thread not set up) goes to the slow paths: room is
@@ -166,14 +167,27 @@ SM_HOT bool SM_FN(push)(uintptr_t hdr, void *p, uintptr_t tag)
     return ok;
 }
 
+/* A popped object whose tag is gone: written after it was freed, or freed again after such a
+ * write (then it is on a stack twice). Reported, and never handed out (it stays allocated below). */
+SM_SLOWPATH void SM_FN(damaged)(void *p)
+{
+    SM_ERR_FN(raise)(SM_ERR_CORRUPTION, SM_LAYER_NAME, p,
+                     "a cached object's second word was overwritten (a write after free, or a double free after one); "
+                     "the object is dropped");
+}
+
 SM_HOT void *SM_FN(alloc_hit)(size_t size)
 {
     if (!SM_FN(handles_size)(size))
         return NULL;
     uintptr_t hdr = __atomic_load_n(&SM_FN(hdr_table)[(size + 15) >> 4], __ATOMIC_RELAXED);
-    void *p = SM_FN(pop)(hdr);
+    uintptr_t *p = (uintptr_t *)SM_FN(pop)(hdr);
     if (sm_likely(p != NULL)) {
-        ((uintptr_t *)p)[1] = 0; /* no longer marked as cached */
+        if (sm_unlikely(p[1] != SM_FN(obj).tag)) {
+            SM_FN(damaged)(p);
+            return NULL; /* the miss serves the request */
+        }
+        p[1] = 0; /* no longer marked as cached */
         sm_stats_thread_bytes[0] += size; /* thread.allocated: a CPU's stacks are no thread's */
     }
     return p;

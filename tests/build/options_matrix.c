@@ -31,7 +31,7 @@
 #define MX_TLSF        1
 #define MX_BUDDY       2
 #define MX_SLAB        3
-#define MX_THREAD      4 /* thread_cache :: slab_lk :: fk */
+#define MX_THREAD      4 /* thread_cache :: slab_lk :: fk (MX_RSEQ: carrcache_rseq in its place) */
 #define MX_DECAY       5 /* decay_cache :: fk */
 #define MX_DECAY_MMAP  6 /* decay_cache :: mmap_heap */
 #define MX_MMAP        7
@@ -241,7 +241,7 @@ SM_UNUSED static uint64_t mx_perf_allocs(void)
 #include MX_OPTS
 #include <sunmao/layers/core/slab_lk.h>
 
-#elif MX_COMP == MX_THREAD
+#elif MX_COMP == MX_THREAD || MX_COMP == MX_RSEQ
 #define MX_MIN 1
 #define MX_MAX ((size_t)4 << 10)
 #define MX_BIG ((size_t)32 << 10)
@@ -257,7 +257,17 @@ SM_UNUSED static uint64_t mx_perf_allocs(void)
 #define SM_SIZECLASS tc
 #define SM_ERR callback
 #include MX_OPTS
+#if MX_COMP == MX_THREAD
 #include <sunmao/layers/addon/thread_cache.h>
+#else
+#include <sunmao/layers/addon/carrcache_rseq.h>
+/* The room granted on the calling thread's CPU, in bytes (after a round trip). */
+SM_UNUSED static size_t mx_rseq_room(void)
+{
+    long cpu = sm_rseq_cpu();
+    return ut_obj.ready && cpu >= 0 && cpu < (long)ut_obj.slots ? ut_obj.cpu[cpu].room : 0;
+}
+#endif
 
 #elif MX_COMP == MX_ALIGNED
 #define MX_MIN 1
@@ -372,29 +382,6 @@ SM_UNUSED static bool mx_pick(sm_mctx_t *c)
 #define SM_ERR callback
 #include MX_OPTS
 #include <sunmao/os/brk_heap.h>
-
-#elif MX_COMP == MX_RSEQ
-#define MX_MIN 1
-#define MX_MAX ((size_t)4 << 10)
-#define MX_BIG ((size_t)32 << 10)
-#define SM_LAYER sl
-#define SM_NEXT fk
-#define SM_SYNC spinlock
-#define SM_SIZECLASS tc
-#define SM_ERR callback
-#include <sunmao/layers/core/slab_lk.h>
-#define SM_LAYER ut
-#define SM_NEXT sl
-#define SM_SIZECLASS tc
-#define SM_ERR callback
-#include MX_OPTS
-#include <sunmao/layers/addon/carrcache_rseq.h>
-/* The room granted on the calling thread's CPU, in bytes (after a round trip). */
-SM_UNUSED static size_t mx_rseq_room(void)
-{
-    long cpu = sm_rseq_cpu();
-    return ut_obj.ready && cpu >= 0 && cpu < (long)ut_obj.slots ? ut_obj.cpu[cpu].room : 0;
-}
 
 #elif MX_COMP == MX_SHEAP
 #define MX_MIN 1

@@ -295,8 +295,10 @@ SM_SLOWPATH long SM_FN(setup)(void)
     if (sm_rseq_virtual < 0 && sm_rseq_tls == &sm_rseq_boot) {
         if (!sm_rseq_thread_setup())
             return -1;
-        if (sm_rseq_virtual >= 0 && !sm_thread_attach(SM_FN(thread_exit)))
-            return -1; /* a virtual CPU's objects would leak when the thread ends */
+        if (sm_rseq_virtual >= 0 && !sm_thread_attach(SM_FN(thread_exit))) {
+            sm_rseq_thread_exit(); /* no exit hook: a virtual CPU's objects would leak at the end */
+            return -1;
+        }
     }
     long cpu = sm_rseq_cpu();
     if (cpu < 0 || cpu >= (long)SM_FN(obj).slots)

@@ -6,7 +6,8 @@
  *
  * Parameters: SM_LAYER, SM_NEXT. Slots:
  *   SM_SIZECLASS  (required) the class sizes: the next layer's policy (checked)
- *   SM_ERR        (required) a double free caught in the caches is reported through it, then ignored
+ *   SM_ERR        (required) a double free caught in the caches, and a cached object written over,
+ *                 are reported through it (the free ignored, the object dropped)
  *   size_handle   SM_SIZE_MIN/SM_SIZE_MAX (default max 8 KiB): the sizes cached; others, and
  *                 alignments above SM_MIN_ALIGN, go down (in range: asked as their whole class)
  * Options:
@@ -27,13 +28,13 @@
  * of an object whose second word is the tag is a double free (the slow path reports it); else one
  * section pushes it, writing the tag. No lock, no atomic read-modify-write, no system call. A miss
  * (empty, full, a CPU whose slab is not set up, a thread not set up) goes to the slow paths: room is
- * granted under the CPU's lock (held for a few loads and one section), refills and releases move a
- * batch through sections, whatever CPU the thread is on by then.
+ * granted under the CPU's mutex (held for a few loads and sections: a steal pops what it evicts),
+ * refills and releases move a batch through sections, whatever CPU the thread is on by then.
  * Lock order: a CPU's lock nests under nothing of this layer and is never held while the next layer
  * is called. The fork hooks take every CPU lock, then the virtual CPUs' lock, then the next layer's.
  * Invariants: on every CPU, sum over classes of (end - begin + 1) x class size <= SM_OPT_CPU_BYTES,
- * and top <= end except briefly after a shrink that lost a race (then pushes miss); every cached
- * object holds at least its class's bytes and its second word is the tag.
+ * and begin - 1 <= top <= end (a shrink is a section that checks it); every cached object holds at
+ * least its class's bytes and its second word is the tag.
  * Requires of the next layer: BATCH (refills and releases) and OWNER (an unsized free's class).
  * Offers HIT. Properties: thread_safe = the next layer's; min_align the next layer's; zeroed 0.
  * @model: name=carrcache_rseq kind=addon flag cache slot sizeclass slot err range

@@ -82,7 +82,7 @@ static void walk(void)
             CHECKF(top >= first && top <= end && end <= first + pc_obj.cap[cls], "cpu %u class %u: top %u end %u first %u",
                    cpu, cls, top, end, first);
             uintptr_t *slab = (uintptr_t *)(pc_base_now() + ((uintptr_t)cpu << pc_shift));
-            CHECKF(slab[first] == 0, "cpu %u class %u: the marker word is not 0", cpu, cls);
+            CHECKF(slab[0] == 0 && slab[first] == 0, "cpu %u class %u: word 0 or the marker word is not 0", cpu, cls);
             for (unsigned i = first + 1; i <= top; i++) {
                 uintptr_t *p = (uintptr_t *)slab[i];
                 CHECKF(p && p[1] == pc_obj.tag && fb_slab_of(p), "cpu %u class %u: item %u not a tagged object", cpu,
@@ -93,8 +93,6 @@ static void walk(void)
         CHECKF(bytes == pc_obj.cpu[cpu].room && bytes <= (256u << 10), "cpu %u: room %zu, sum %zu", cpu,
                pc_obj.cpu[cpu].room, bytes);
     }
-    uintptr_t *slab0 = (uintptr_t *)pc_obj.region;
-    CHECK(slab0[0] == 0 && slab0[1] == 0); /* the zero slab below base stays zero */
 }
 
 static void mode_chosen(void)

@@ -15,10 +15,12 @@
  * cpu_id_start, node_id or mm_cid, and nothing is kept on top of the area.
  *
  * The sections. A thread's area pointer (sm_rseq_tls) starts at a shared boot area whose cpu_id is
- * -1, the kernel's "not registered". A section computes its slab from the CPU it reads inside
- * itself: base + (cpu_id << shift), so cpu_id -1 and -2 (glibc's "registration failed") land on two
- * slabs below base that stay zero, and a slab that is zero is an empty cache with no room: every
- * section misses on it and changes nothing. A per-CPU slab (little-endian words):
+ * -1, the kernel's "not registered". The caller keeps, per thread, the CPU it was on at its last
+ * slow path and that CPU's slab; a pop or push section compares the cpu_id it reads inside itself
+ * with that CPU and misses, changing nothing, when they differ (a migration, a thread not set up:
+ * the caller starts with a CPU no area has). So the slab's address is no step of the section's
+ * chain of loads. A zero header is a stack that is empty and full at once: a section changes
+ * nothing there either. A per-CPU slab (little-endian words):
  *   word 0          always 0
  *   byte 8 + 4 c    class c's header: u16 top (the word index of its last item), u16 end (the most
  *                   top may reach); a class with no items has top = begin(c) - 1, a word that
@@ -50,11 +52,10 @@ enum sm_rseq_mode { SM_RSEQ_UNDECIDED, SM_RSEQ_GLIBC, SM_RSEQ_OWN, SM_RSEQ_THREA
 enum {
     SM_RSEQ_SIG = 0x53053053,    /* glibc's and the kernel selftests' x86 signature */
     SM_RSEQ_VIRTUAL_MAX = 1024,  /* SM_RSEQ_THREAD: threads beyond this many at once go uncached */
-    SM_RSEQ_BOOT_SLABS = 2,      /* the zero slabs at cpu_id -1 and -2 */
     SM_RSEQ_AFFINITY_WORDS = 64, /* sm_rseq_pin: 4096 CPUs */
 };
 
-/* Threads not set up use this area: cpu_id -1, so every section lands on the zero slab below base.
+/* Threads not set up use this area: cpu_id -1, which no caller's CPU is, so every section misses.
  * Its rseq_cs is written by such threads' sections and never read. */
 static struct sm_rseq_area sm_rseq_boot SM_UNUSED = { .cpu_id = (uint32_t)-1 };
 static __thread struct sm_rseq_area *sm_rseq_tls __attribute__((tls_model("initial-exec"), unused)) = &sm_rseq_boot;
@@ -79,7 +80,7 @@ static inline const char *sm_rseq_mode_name(int mode)
     return mode == SM_RSEQ_GLIBC ? "rseq-glibc" : mode == SM_RSEQ_OWN ? "rseq-own" : mode == SM_RSEQ_THREAD ? "per-thread" : "off";
 }
 
-/* Slabs a per-CPU cache needs (after the two zero slabs): the CPUs, and the virtual ones in
+/* Slabs a per-CPU cache needs: the CPUs, and the virtual ones in
  * SM_RSEQ_THREAD. Valid once the mode is decided. */
 static inline unsigned sm_rseq_slots(void)
 {
@@ -98,47 +99,51 @@ extern const unsigned int __rseq_size __attribute__((weak));
     ".pushsection .text.sm_rseq_abort, \"ax\"\n\t.long 0x53053053\n"                   \
     "4:\n\tjmp 1f\n\t.popsection\n"
 
-/* SM_RSEQ_POP(area, base, shift, hdr, item): item (a uintptr_t lvalue) = the top of class hdr's
- * stack (hdr: its header's byte offset) on the current CPU, taken off; 0 when there is none.
- * shift is a constant expression (an immediate: no register for it). */
-#define SM_RSEQ_POP(area_, base_, shift_, hdr_, item_)                                                  \
+/* SM_RSEQ_POP(area, cpu, slab, hdr, item): item (a uintptr_t lvalue) = the top of class hdr's
+ * stack (hdr: its header's byte offset) in slab, taken off, if the thread is still on cpu (the
+ * caller's cached pair: the section compares, so the slab's address is no load of the chain);
+ * 0 when it is not, or the stack is empty. */
+#define SM_RSEQ_POP(area_, cpu_, slab_, hdr_, item_)                                               \
     do {                                                                                           \
-        uintptr_t slab_, top_;                                                                     \
+        uintptr_t on_, top_;                                                                       \
         __asm__ __volatile__(SM_RSEQ_SECTION_HEAD                                                  \
                              "1:\n\t"                                                              \
                              "leaq 3b(%%rip), %[it]\n\t"                                           \
                              "movq %[it], 8(%[area])\n\t"                                          \
-                             "movslq 4(%[area]), %[slab]\n\t"                                      \
-                             "shlq %[sh], %[slab]\n\t"                                             \
-                             "addq %[base], %[slab]\n\t"                                           \
+                             "movslq 4(%[area]), %[on]\n\t"                                        \
+                             "xorl %k[it], %k[it]\n\t"                                             \
+                             "cmpq %[cpu], %[on]\n\t"                                              \
+                             "jne 2f\n\t"                                                          \
                              "movzwl (%[slab],%[hdr]), %k[top]\n\t"                                \
                              "movq (%[slab],%[top],8), %[it]\n\t"                                  \
                              "testq %[it], %[it]\n\t"                                              \
                              "jz 2f\n\t"                                                           \
                              "decl %k[top]\n\t"                                                    \
-                             "movw %w[top], (%[slab],%[hdr])\n"                                     \
-                             "2:\n"                                                                 \
-                             : [slab] "=&r"(slab_), [top] "=&r"(top_), [it] "=&r"(item_)              \
-                             : [area] "r"(area_), [base] "r"(base_), [sh] "i"(shift_), [hdr] "r"(hdr_)  \
+                             "movw %w[top], (%[slab],%[hdr])\n"                                    \
+                             "2:\n"                                                                \
+                             : [on] "=&r"(on_), [top] "=&r"(top_), [it] "=&r"(item_)               \
+                             : [area] "r"(area_), [cpu] "r"(cpu_), [slab] "r"(slab_), [hdr] "r"(hdr_) \
                              : "memory", "cc");                                                    \
     } while (0)
 
-/* SM_RSEQ_PUSH(area, base, shift, hdr, item, tag, ok): puts item on top of class hdr's stack on
- * the current CPU and tag in its second word (before the commit: a section that restarts stores it
- * again); ok (a bool lvalue) false, with nothing written, when the stack is full. ok is the carry
- * flag of the room test, which nothing after it changes (incl and mov leave it). top and end are
- * read as two 16-bit loads, not one 32-bit one: a pop's 16-bit commit just before forwards to a
- * load of the same width only (one wide load after it stalled a malloc+free pair 2.5 ns). */
-#define SM_RSEQ_PUSH(area_, base_, shift_, hdr_, item_, tag_, ok_)                                        \
+/* SM_RSEQ_PUSH(area, cpu, slab, hdr, item, tag, ok): puts item on top of class hdr's stack in slab
+ * if the thread is still on cpu, and tag in its second word (before the commit: a section that
+ * restarts stores it again); ok (a bool lvalue) false, with nothing written, when the thread moved
+ * or the stack is full. ok is the carry flag: 0 after the xor that compares the CPUs, and after the
+ * room test when it fails; 1 when it passes, which nothing after it changes (incl and mov leave
+ * it). top and end are read as two 16-bit loads, not one 32-bit one: a pop's 16-bit commit just
+ * before forwards to a load of the same width only (one wide load after it stalled a malloc+free
+ * pair 2.5 ns). */
+#define SM_RSEQ_PUSH(area_, cpu_, slab_, hdr_, item_, tag_, ok_)                                   \
     do {                                                                                           \
-        uintptr_t slab_, top_, end_;                                                               \
+        uintptr_t on_, top_, end_;                                                                 \
         __asm__ __volatile__(SM_RSEQ_SECTION_HEAD                                                  \
                              "1:\n\t"                                                              \
                              "leaq 3b(%%rip), %[top]\n\t"                                          \
                              "movq %[top], 8(%[area])\n\t"                                         \
-                             "movslq 4(%[area]), %[slab]\n\t"                                      \
-                             "shlq %[sh], %[slab]\n\t"                                             \
-                             "addq %[base], %[slab]\n\t"                                           \
+                             "movslq 4(%[area]), %[on]\n\t"                                        \
+                             "xorq %[cpu], %[on]\n\t"                                              \
+                             "jnz 2f\n\t"                                                          \
                              "movzwl (%[slab],%[hdr]), %k[top]\n\t"                                \
                              "movzwl 2(%[slab],%[hdr]), %k[end]\n\t"                               \
                              "cmpl %k[end], %k[top]\n\t"                                           \
@@ -146,11 +151,11 @@ extern const unsigned int __rseq_size __attribute__((weak));
                              "incl %k[top]\n\t"                                                    \
                              "movq %[it], (%[slab],%[top],8)\n\t"                                  \
                              "movq %[tag], 8(%[it])\n\t"                                           \
-                             "movw %w[top], (%[slab],%[hdr])\n"                                     \
-                             "2:\n"                                                                 \
-                             : [slab] "=&r"(slab_), [top] "=&r"(top_), [end] "=&r"(end_), "=@ccb"(ok_) \
-                             : [area] "r"(area_), [base] "r"(base_), [sh] "i"(shift_), [hdr] "r"(hdr_),  \
-                               [it] "r"(item_), [tag] "r"(tag_)                                        \
+                             "movw %w[top], (%[slab],%[hdr])\n"                                    \
+                             "2:\n"                                                                \
+                             : [on] "=&r"(on_), [top] "=&r"(top_), [end] "=&r"(end_), "=@ccb"(ok_) \
+                             : [area] "r"(area_), [cpu] "r"(cpu_), [slab] "r"(slab_), [hdr] "r"(hdr_), \
+                               [it] "r"(item_), [tag] "r"(tag_)                                    \
                              : "memory");                                                          \
     } while (0)
 
@@ -195,20 +200,19 @@ static inline uint16_t *sm_rseq_hdr_(struct sm_rseq_area *area, uintptr_t base, 
     intptr_t cpu = (int32_t)area->cpu_id;
     return (uint16_t *)(base + (uintptr_t)(cpu * ((intptr_t)1 << shift)) + hdr);
 }
-static inline void *sm_rseq_pop_(struct sm_rseq_area *area, uintptr_t base, unsigned shift, uintptr_t hdr)
+static inline void *sm_rseq_pop_(uintptr_t slab, uintptr_t hdr)
 {
-    uint16_t *h = sm_rseq_hdr_(area, base, shift, hdr);
-    uintptr_t *slot = (uintptr_t *)((uintptr_t)h - hdr);
+    uint16_t *h = (uint16_t *)(slab + hdr);
+    uintptr_t *slot = (uintptr_t *)slab;
     void *item = (void *)slot[h[0]];
     if (item)
         h[0]--;
     return item;
 }
-static inline bool sm_rseq_push_(struct sm_rseq_area *area, uintptr_t base, unsigned shift, uintptr_t hdr, void *item,
-                                 uintptr_t tag)
+static inline bool sm_rseq_push_(uintptr_t slab, uintptr_t hdr, void *item, uintptr_t tag)
 {
-    uint16_t *h = sm_rseq_hdr_(area, base, shift, hdr);
-    uintptr_t *slot = (uintptr_t *)((uintptr_t)h - hdr);
+    uint16_t *h = (uint16_t *)(slab + hdr);
+    uintptr_t *slot = (uintptr_t *)slab;
     if (h[0] >= h[1])
         return false;
     slot[h[0] + 1] = (uintptr_t)item;
@@ -216,8 +220,10 @@ static inline bool sm_rseq_push_(struct sm_rseq_area *area, uintptr_t base, unsi
     h[0]++;
     return true;
 }
-#define SM_RSEQ_POP(area, base, shift, hdr, item) ((item) = (uintptr_t)sm_rseq_pop_(area, base, shift, hdr))
-#define SM_RSEQ_PUSH(area, base, shift, hdr, item, tag, ok) ((ok) = sm_rseq_push_(area, base, shift, hdr, item, tag))
+#define SM_RSEQ_POP(area, cpu, slab, hdr, item)                                                    \
+    ((item) = (int32_t)(area)->cpu_id == (cpu) ? (uintptr_t)sm_rseq_pop_((uintptr_t)(slab), hdr) : 0)
+#define SM_RSEQ_PUSH(area, cpu, slab, hdr, item, tag, ok)                                          \
+    ((ok) = (int32_t)(area)->cpu_id == (cpu) && sm_rseq_push_((uintptr_t)(slab), hdr, item, tag))
 static inline bool sm_rseq_set_end(struct sm_rseq_area *area, uintptr_t base, unsigned shift, uintptr_t hdr, long cpu,
                                    unsigned old, unsigned new_end)
 {
@@ -297,7 +303,7 @@ static inline int sm_rseq_mode(void)
 }
 
 /* Sets the calling thread up for sections (slow path; idempotent): true when its sections now run
- * on a real or virtual CPU of its own, false when they stay on the zero slabs (glibc's registration
+ * on a real or virtual CPU of its own, false when it has none (glibc's registration
  * failed for it, the kernel refused ours, or every virtual CPU is taken: the caller serves it
  * uncached, and asks again later). */
 static inline bool sm_rseq_thread_setup(void)

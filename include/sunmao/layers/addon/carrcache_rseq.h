@@ -125,7 +125,7 @@ static struct {
     sm_plat_once_t once;
     bool ready;
     int mode;                   /* platform/rseq.h, for the statistics */
-    char *region;               /* two zero slabs, one per slot, then the slots' struct cpu */
+    char *region;               /* one slab per slot, then the slots' struct cpu */
     size_t region_bytes;
     unsigned slots;
     struct SM_FN(cpu) *cpu;
@@ -136,10 +136,8 @@ static struct {
     uint8_t batch[SM_FN(class_count)];
 } SM_FN(obj) = { .once = SM_PLAT_ONCE_INIT };
 
-/* Until the slabs exist, base points past two zero slabs here, which every section misses on;
- * only their first lines are ever read. */
-static char SM_FN(boot)[SM_CARR_SLAB + 8 * SM_FN(head_words)] __attribute__((aligned(64)));
-static char *SM_FN(base) = SM_FN(boot) + 2 * SM_CARR_SLAB;
+/* The slabs: CPU k's at base + (k << shift). Read by slow paths only, after init_once. */
+static char *SM_FN(base);
 
 /* hdr_table[(size + 15) / 16]: the byte offset of the size's class header (8 + 4 x class); 0 until
  * built, which is word 0's, a header that is always empty and full. */
@@ -154,17 +152,28 @@ SM_INLINE int SM_FN(create)(void) { return SM_NEXT_FN(create)(); }
 
 /* ---- The hit paths ---- */
 
+/* The calling thread's area, its CPU when it last took a slow path, and that CPU's slab: the
+ * sections compare the CPU instead of computing the slab from it, so a hit's chain of dependent
+ * loads is the thread's, then the header's, then the slot's. A CPU no area ever has (-3) until
+ * the thread is set up: every section misses. Refreshed by setup(). */
+struct SM_FN(here) {
+    struct sm_rseq_area *area;
+    long cpu;
+    uintptr_t slab;
+};
+static __thread struct SM_FN(here) SM_FN(here) __attribute__((tls_model("initial-exec"))) = { &sm_rseq_boot, -3, 0 };
+
 /* The sections on the calling thread's (virtual) CPU, platform/rseq.h. */
 SM_HOT void *SM_FN(pop)(uintptr_t hdr)
 {
     uintptr_t item;
-    SM_RSEQ_POP(sm_rseq_tls, SM_FN(base_now)(), SM_OPT_SLAB_SHIFT, hdr, item);
+    SM_RSEQ_POP(SM_FN(here).area, SM_FN(here).cpu, SM_FN(here).slab, hdr, item);
     return (void *)item;
 }
 SM_HOT bool SM_FN(push)(uintptr_t hdr, void *p, uintptr_t tag)
 {
     bool ok;
-    SM_RSEQ_PUSH(sm_rseq_tls, SM_FN(base_now)(), SM_OPT_SLAB_SHIFT, hdr, p, tag, ok);
+    SM_RSEQ_PUSH(SM_FN(here).area, SM_FN(here).cpu, SM_FN(here).slab, hdr, p, tag, ok);
     return ok;
 }
 
@@ -177,6 +186,9 @@ SM_SLOWPATH void SM_FN(damaged)(void *p)
                      "the object is dropped");
 }
 
+/* The object the last hit found damaged, for its miss to report. */
+static __thread void *SM_FN(suspect) __attribute__((tls_model("initial-exec")));
+
 SM_HOT void *SM_FN(alloc_hit)(size_t size)
 {
     if (!SM_FN(handles_size)(size))
@@ -185,8 +197,8 @@ SM_HOT void *SM_FN(alloc_hit)(size_t size)
     uintptr_t *p = (uintptr_t *)SM_FN(pop)(hdr);
     if (sm_likely(p != NULL)) {
         if (sm_unlikely(p[1] != SM_FN(obj).tag)) {
-            SM_FN(damaged)(p);
-            return NULL; /* the miss serves the request */
+            SM_FN(suspect) = p; /* reported by the miss, which serves the request: no call here */
+            return NULL;
         }
         p[1] = 0; /* no longer marked as cached */
         sm_stats_thread_bytes[0] += size; /* thread.allocated: a CPU's stacks are no thread's */
@@ -249,7 +261,7 @@ SM_SLOWPATH void SM_FN(init_once)(void)
         class_bytes /= 2;
     }
     unsigned slots = sm_rseq_slots();
-    size_t slabs = ((size_t)slots + SM_RSEQ_BOOT_SLABS) * SM_CARR_SLAB;
+    size_t slabs = (size_t)slots * SM_CARR_SLAB;
     size_t bytes = slabs + (size_t)slots * sizeof(struct SM_FN(cpu));
     char *region = (char *)sm_plat_map(bytes);
     if (!region)
@@ -273,7 +285,7 @@ SM_SLOWPATH void SM_FN(init_once)(void)
                          __ATOMIC_RELAXED);
     }
     __atomic_store_n(&SM_FN(obj).tag, (uintptr_t)sm_mix64(sm_secret() ^ 0x3c6ef372fe94f82bull) | 1, __ATOMIC_RELAXED);
-    __atomic_store_n(&SM_FN(base), region + SM_RSEQ_BOOT_SLABS * SM_CARR_SLAB, __ATOMIC_RELEASE);
+    __atomic_store_n(&SM_FN(base), region, __ATOMIC_RELEASE);
     SM_FN(obj).ready = true;
 }
 
@@ -318,6 +330,7 @@ SM_SLOWPATH long SM_FN(setup)(void)
         }
         sm_plat_unlock(&m->lock);
     }
+    SM_FN(here) = (struct SM_FN(here)){ sm_rseq_tls, cpu, SM_FN(base_now)() + ((uintptr_t)cpu << SM_FN(shift)) };
     return cpu;
 }
 
@@ -448,6 +461,10 @@ SM_INLINE unsigned SM_FN(class_of_request)(size_t size)
 
 SM_INLINE void *SM_FN(alloc_miss)(sm_mctx_t *c)
 {
+    if (sm_unlikely(SM_FN(suspect) != NULL)) {
+        SM_FN(damaged)(SM_FN(suspect));
+        SM_FN(suspect) = NULL;
+    }
     if (SM_FN(serves)(c)) {
         long cpu = c->align <= SM_MIN_ALIGN ? SM_FN(setup)() : -1;
         if (cpu >= 0) {
@@ -455,6 +472,10 @@ SM_INLINE void *SM_FN(alloc_miss)(sm_mctx_t *c)
             void *p = NULL;
             if (cls < SM_FN(class_count) && SM_FN(obj).begin[cls]) {
                 p = SM_FN(alloc_hit)(c->size); /* the thread may have been set up just now (counted there) */
+                if (sm_unlikely(SM_FN(suspect) != NULL)) {
+                    SM_FN(damaged)(SM_FN(suspect));
+                    SM_FN(suspect) = NULL;
+                }
                 if (!p)
                     p = SM_FN(refill)(c, cls, cpu);
             }
@@ -551,16 +572,18 @@ SM_SLOWPATH size_t SM_FN(drain_here)(void)
 SM_SLOWPATH SM_UNUSED void SM_FN(release)(sm_release_t *r)
 {
     if ((r->how == SM_RELEASE_ALL || r->how == SM_RELEASE_THREAD) && SM_FN(obj).ready &&
-        !(sm_rseq_virtual < 0 && sm_rseq_tls == &sm_rseq_boot)) {
+        !(sm_rseq_virtual < 0 && sm_rseq_tls == &sm_rseq_boot) && SM_FN(setup)() >= 0) {
         r->released += SM_FN(drain_here)();
 #if !(defined(SM_FREESTANDING) && SM_FREESTANDING)
         if (r->how == SM_RELEASE_ALL && sm_rseq_virtual < 0) {
             sm_rseq_affinity_t saved = { .saved = false };
             unsigned cpus = SM_FN(obj).slots;
             for (unsigned cpu = 0; cpu < cpus; cpu++)
-                if (__atomic_load_n(&SM_FN(obj).cpu[cpu].ready, __ATOMIC_ACQUIRE) && sm_rseq_pin(cpu, &saved))
+                if (__atomic_load_n(&SM_FN(obj).cpu[cpu].ready, __ATOMIC_ACQUIRE) && sm_rseq_pin(cpu, &saved) &&
+                    SM_FN(setup)() == (long)cpu)
                     r->released += SM_FN(drain_here)();
             sm_rseq_unpin(&saved);
+            (void)SM_FN(setup)();
         }
 #endif
     }
@@ -605,6 +628,8 @@ SM_INLINE void SM_FN(thread_exit)(void)
     if (sm_rseq_virtual >= 0 && SM_FN(obj).ready)
         (void)SM_FN(drain_here)();
     SM_NEXT_FN(thread_exit)();
+    if (sm_rseq_virtual >= 0)
+        SM_FN(here) = (struct SM_FN(here)){ &sm_rseq_boot, -3, 0 };
     sm_rseq_thread_exit();
 }
 

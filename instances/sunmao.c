@@ -56,6 +56,18 @@
 #define SM_OPT_DECAY_MS    250
 #include <sunmao/layers/core/tlsf_glk.h>
 
+/* sunmao-hugepage: the slabs packed into hugepages (instances/sunmao-hugepage.c). */
+#ifdef SM_INSTANCE_HUGEPAGE
+#define SM_LAYER          sunmao_pages
+#define SM_NEXT           sunmao_medium
+#define SM_SYNC           mutex
+#define SM_ERR            warn
+#define SM_SIZE_MIN       (64u << 10)
+#define SM_SIZE_MAX       (64u << 10)
+#define SM_SIZE_USER      0
+#define SM_OPT_DECAY_MS   250 /* the clock of the layers below */
+#include <sunmao/layers/core/hugepage_glk.h>
+#else
 #define SM_LAYER          sunmao_pages
 #define SM_NEXT           sunmao_medium
 #define SM_SYNC           mutex
@@ -69,6 +81,7 @@
 /* Free slab-sized blocks inside chunks that still hold live slabs: dropped on the same clock. */
 #define SM_OPT_DECAY_MS   250
 #include <sunmao/layers/core/buddy_glk.h>
+#endif
 
 #define SM_LAYER         sunmao_slab
 #define SM_NEXT          sunmao_pages

@@ -103,6 +103,20 @@ static void *arena_pages(size_t size)
 #define SM_ERR   callback
 #define SM_SIZE_MAX 1024
 #include <sunmao/layers/core/slab_lk.h>
+/* Slabs packed into hugepages over the brk heap (no huge-page hints without an OS: platform no-ops). */
+#define SM_LAYER fh_pages
+#define SM_NEXT  fb_heap
+#define SM_SYNC  none
+#define SM_ERR   callback
+#define SM_OPT_REGION_SIZE (2u << 20)
+#include <sunmao/layers/core/hugepage_glk.h>
+#define SM_LAYER fh_slab
+#define SM_NEXT  fh_pages
+#define SM_SYNC  none
+#define SM_SIZECLASS tc
+#define SM_ERR   callback
+#define SM_SIZE_MAX 1024
+#include <sunmao/layers/core/slab_lk.h>
 /* Sampled guard pages over the brk heap: no page protection here, so it finds that out on its
  * first sample and passes everything down (no memory of the embedder's spent on a pool). */
 #define SM_LAYER fg_guard
@@ -152,4 +166,16 @@ void guarded_free(void *p)
 {
     sm_mctx_t c = sm_mctx_block(p, 0, 0);
     fg_guard_free(&c);
+}
+
+void *packed_malloc(size_t size)
+{
+    sm_mctx_t c = sm_mctx_alloc(size, SM_MIN_ALIGN, 0);
+    return fh_slab_alloc(&c);
+}
+
+void packed_free(void *p)
+{
+    sm_mctx_t c = sm_mctx_block(p, 0, 0);
+    fh_slab_free(&c);
 }

@@ -55,6 +55,7 @@
 #define MX_SZCLS       25 /* szcls_stat :: fk (sizeclass tc unless the case names one) */
 #define MX_PERF        26 /* perf_stat :: fk */
 #define MX_RSEQ        27 /* carrcache_rseq :: slab_lk :: fk */
+#define MX_HUGEPAGE    28 /* hugepage_glk :: fk */
 
 #ifndef MX_COMP
 #error "options_matrix: build with -DMX_COMP=<composition> (see tests/build/options_matrix.sh)"
@@ -72,7 +73,8 @@
     MX_COMP == MX_SEGFIT || MX_COMP == MX_WCET || MX_COMP == MX_SEGFIT_LF || MX_COMP == MX_SLAB_WF || \
     MX_COMP == MX_TAIL || MX_COMP == MX_GUARD || MX_COMP == MX_DELAYED || MX_COMP == MX_ALIGNED || \
     MX_COMP == MX_BATCHED || MX_COMP == MX_CARR || MX_COMP == MX_COND || MX_COMP == MX_PROF || \
-    MX_COMP == MX_SLAB_ARR || MX_COMP == MX_TARR || MX_COMP == MX_SZCLS || MX_COMP == MX_PERF || MX_COMP == MX_RSEQ
+    MX_COMP == MX_SLAB_ARR || MX_COMP == MX_TARR || MX_COMP == MX_SZCLS || MX_COMP == MX_PERF || MX_COMP == MX_RSEQ || \
+    MX_COMP == MX_HUGEPAGE
 #define MX_HAS_FAKE 1
 #define SM_LAYER fk
 #include "tests/support/fake_next.h"
@@ -99,6 +101,17 @@
 #define SM_ERR callback
 #include MX_OPTS
 #include <sunmao/layers/core/buddy_glk.h>
+
+#elif MX_COMP == MX_HUGEPAGE
+#define MX_MIN 1
+#define MX_MAX ((size_t)512 << 10)
+#define MX_BIG ((size_t)6 << 20)
+#define SM_LAYER ut
+#define SM_NEXT fk
+#define SM_SYNC mutex
+#define SM_ERR callback
+#include MX_OPTS
+#include <sunmao/layers/core/hugepage_glk.h>
 
 #elif MX_COMP == MX_SEGFIT
 #include <sunmao/policies/sizeclass/log2b.h>
@@ -519,6 +532,19 @@ SM_UNUSED static size_t mx_usable_of(size_t n)
     ut_free(&m);
     return usable;
 }
+#if MX_COMP == MX_HUGEPAGE
+/* For MX_EFFECT: whether a request of n bytes is served by the layer itself (a span). */
+SM_UNUSED static bool mx_in_hugepage(size_t n)
+{
+    sm_mctx_t c = sm_mctx_alloc(n, SM_MIN_ALIGN, 0);
+    if (!ut_alloc(&c))
+        return false;
+    bool in = ut_hp_of(c.ptr) != NULL;
+    sm_mctx_t m = sm_mctx_block(c.ptr, 0, 0);
+    ut_free(&m);
+    return in;
+}
+#endif
 #if MX_COMP == MX_TAIL
 /* For MX_EFFECT: whether getmeta sees a one-byte overflow. Unseen, the byte is put back and the
  * block freed; seen (and so reported, once), the free leaks it without a second report. */

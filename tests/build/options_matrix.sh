@@ -44,6 +44,13 @@ tlsf_glk|MX_TLSF|SM_OPT_SL_BITS=6|
 tlsf_glk|MX_TLSF|SM_OPT_REGION_SIZE=(64u << 10)|
 tlsf_glk|MX_TLSF|SM_OPT_DECAY_MS=5|
 tlsf_glk|MX_TLSF|SM_OPT_PURGE_MIN=4096|
+hugepage_glk|MX_HUGEPAGE|SM_OPT_SPAN_MAX=(256u << 10)|mx_in_hugepage(256u << 10) && !mx_in_hugepage((256u << 10) + 1)
+hugepage_glk|MX_HUGEPAGE|SM_OPT_REGION_SIZE=(2u << 20)|ut_obj.hugepages == ut_obj.region_count
+hugepage_glk|MX_HUGEPAGE|SM_OPT_DECAY_MS=5|ut_decay_ms == 5
+hugepage_glk|MX_HUGEPAGE|SM_OPT_SPARSE_PAGES=512|
+hugepage_glk|MX_HUGEPAGE|SM_OPT_PURGE_MIN=4096|
+hugepage_glk|MX_HUGEPAGE|SM_OPT_HUGE_AFTER=0|ut_obj.hinted_count > 0
+hugepage_glk|MX_HUGEPAGE|SM_OPT_LIFETIME_SETS=0|ut_sets == 1
 buddy_glk|MX_BUDDY|SM_OPT_MIN_BLOCK=64|mx_usable_of(1) == 64 && ut_min_order == 6
 buddy_glk|MX_BUDDY|SM_OPT_CHUNK_SIZE=(256u << 10)|ut_max_order == 18
 buddy_glk|MX_BUDDY|SM_OPT_KEEP_SPARE=0|

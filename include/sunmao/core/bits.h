@@ -28,4 +28,14 @@ SM_INLINE uint64_t sm_mix64(uint64_t x)
     return x ^ (x >> 31);
 }
 
+/* Set bits of x, without __builtin_popcountll: without -mpopcnt gcc calls libgcc for that, which a
+ * freestanding build does not link. */
+SM_INLINE unsigned sm_popcount64(uint64_t x)
+{
+    x -= (x >> 1) & 0x5555555555555555ull;
+    x = (x & 0x3333333333333333ull) + ((x >> 2) & 0x3333333333333333ull);
+    x = (x + (x >> 4)) & 0x0f0f0f0f0f0f0f0full;
+    return (unsigned)((x * 0x0101010101010101ull) >> 56);
+}
+
 #endif

@@ -206,6 +206,8 @@ def workloads():
           desc="1..16 MiB blocks, every page touched"),
         W("large-loop", "stress", ["large", "1", "1500", "1", "32"], ["large", "1", "300", "1", "32"],
           desc="one 1..32 MiB block at a time allocated, touched, freed, 1 thread"),
+        W("hugewalk", "stress", ["hugewalk", "384", "6000000"], ["hugewalk", "128", "2000000"],
+          desc="384 MiB of 16..512 B objects visited in random order: TLB-bound (metrics walk_ns, huge_mib)"),
         W("release", "memory", ["release", "64", "400", "10", "2000"], ["release", "16", "100", "3", "1000"],
           geo=("rss",), desc="RSS after freeing small/medium/large phases, while idle (time: mostly fixed waits)"),
         # The memory-return target: RSS under 15% of the peak after 90% of a 1 GiB working set

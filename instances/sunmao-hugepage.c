@@ -4,7 +4,7 @@
  *
  *   sunmao's line, with hugepage_glk(sync=mutex, size_handle=[64 KiB, 64 KiB], layers' requests
  *   only) in place of its buddy_glk: the slabs fill the fullest hugepage first, free hugepages are
- *   purged whole, and a hugepage is hinted huge once 4 MiB of slabs are in use
+ *   purged whole, and a hugepage is hinted huge once 16 MiB of slabs are in use
  *   :: prof(sync=mutex)
  *   :: malloc_socket
  *

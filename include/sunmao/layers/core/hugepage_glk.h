@@ -16,8 +16,8 @@
  *                         into small pages; denser ones keep theirs until SM_RELEASE_ALL (default 128)
  *   SM_OPT_PURGE_MIN      smallest free run a decay pass purges inside a used hugepage (default 64 KiB)
  *   SM_OPT_HUGE_AFTER     with thp:default, a hugepage taken into use is hinted huge (MADV_HUGEPAGE)
- *                         once the layer has this many bytes in use (default 4 MiB), so a small
- *                         program is not backed by 2 MiB pages it would fill a tenth of
+ *                         once the layer has this many bytes in use (default 16 MiB), so a small
+ *                         program is not backed by 2 MiB pages it would barely fill
  *   SM_OPT_LIFETIME_SETS  1 (default): a layer's spans (slabs: they live as long as any object in
  *                         them) and the program's spans fill different hugepages; 0: one set
  * Properties: thread_safe from the sync policy; min_align 4096 (a span is aligned to its requested
@@ -83,7 +83,7 @@
 #define SM_OPT_PURGE_MIN ((size_t)64 << 10)
 #endif
 #ifndef SM_OPT_HUGE_AFTER
-#define SM_OPT_HUGE_AFTER ((size_t)4 << 20)
+#define SM_OPT_HUGE_AFTER ((size_t)16 << 20)
 #endif
 #ifndef SM_OPT_LIFETIME_SETS
 #define SM_OPT_LIFETIME_SETS 1

@@ -27,14 +27,9 @@ for src in bench/lib/smtime.c bench/workloads/{hugewalk,purge,glibc,xchurn,alloc
     exe="$BUILD/bench/$(basename "$src" .c)"   # compiled as bench/run.sh does
     [ "$exe" -nt "$src" ] || gcc -O2 -g -std=gnu11 -Wall -pthread -D_GNU_SOURCE -Iinclude "$src" -o "$exe" -lm
 done
-lib_of() {
-    case "$1" in
-        tcmalloc) ldconfig -p | awk '/libtcmalloc_minimal.so.4 /{print $NF; exit}' ;;
-        jemalloc) ldconfig -p | awk '/libjemalloc.so.2 /{print $NF; exit}' ;;
-        glibc) echo none ;;
-        hugepage-nothp) realpath "$BUILD/libsunmao-hugepage.so" ;;
-        *) realpath "$BUILD/lib$1.so" ;;
-    esac
+. bench/lib/preload.sh
+lib_of() { # hugepage-nothp: libsunmao-hugepage, run under thp:never
+    if [ "$1" = hugepage-nothp ]; then sm_bench_preload sunmao-hugepage; else sm_bench_preload "$1"; fi
 }
 tmp="$(mktemp)" st="$(mktemp)" out="$(mktemp)"
 trap 'rm -f "$tmp" "$st" "$out"' EXIT

@@ -25,13 +25,7 @@ for src in bench/lib/smtime.c bench/workloads/{larson,glibc,shbench,xchurn,manyt
     exe="$BUILD/bench/$(basename "$src" .c)"   # compiled as bench/run.sh does
     [ "$exe" -nt "$src" ] || gcc -O2 -g -std=gnu11 -Wall -pthread -D_GNU_SOURCE -Iinclude "$src" -o "$exe" -lm
 done
-lib_of() {
-    case "$1" in
-        tcmalloc) ldconfig -p | awk '/libtcmalloc_minimal.so.4 /{print $NF; exit}' ;;
-        jemalloc) ldconfig -p | awk '/libjemalloc.so.2 /{print $NF; exit}' ;;
-        *) realpath "$BUILD/lib$1.so" ;;
-    esac
-}
+. bench/lib/preload.sh
 env_mode=()
 [ "${MODE:-}" = own ] && env_mode=(GLIBC_TUNABLES=glibc.pthread.rseq=0)
 tmp="$(mktemp)" st="$(mktemp)"
@@ -49,8 +43,9 @@ for r in $(seq "$ROUNDS"); do
     for c in "${cases[@]}"; do
         name="${c%%:*}" cmd="${c#*:}"
         for a in $ALLOCS; do
-            lib="$(lib_of "$a")"
+            lib="$(sm_bench_preload "$a")"
             [ -n "$lib" ] || continue
+            [ "$lib" != none ] || lib=""
             # shellcheck disable=SC2086
             env "${env_mode[@]}" SM_PRELOAD="$lib" "$BUILD/bench/smtime" 120 "$st" "$BUILD/bench/"$cmd >/dev/null 2>&1 || true
             read -r secs rss status _ <"$st"

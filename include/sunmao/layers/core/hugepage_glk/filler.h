@@ -62,6 +62,19 @@ SM_INLINE unsigned SM_FN(first_free)(const uint64_t *bits, unsigned from)
     return SM_FN(pages);
 }
 
+/* One past the last set bit before `before`, or 0 if none: where the free run ending there starts. */
+SM_INLINE unsigned SM_FN(run_start)(const uint64_t *bits, unsigned before)
+{
+    while (before > 0) {
+        unsigned w = (before - 1) >> 6, top = before - (w << 6); /* bits [0, top) of word w */
+        uint64_t word = bits[w] & SM_FN(mask)(0, top);
+        if (word)
+            return (w << 6) + 64 - (unsigned)__builtin_clzll(word);
+        before = w << 6;
+    }
+    return 0;
+}
+
 SM_INLINE unsigned SM_FN(longest_run)(const uint64_t *bits)
 {
     unsigned best = 0;
@@ -77,11 +90,11 @@ SM_INLINE unsigned SM_FN(longest_run)(const uint64_t *bits)
 /* The lowest start, a multiple of align (pages, a power of two), of n free pages; 512 if none. */
 SM_INLINE unsigned SM_FN(find_run)(const uint64_t *bits, unsigned n, unsigned align)
 {
-    for (unsigned at = 0; at + n <= SM_FN(pages);) {
+    for (unsigned at = (unsigned)sm_align_up(SM_FN(first_free)(bits, 0), align); at + n <= SM_FN(pages);) {
         unsigned hit = SM_FN(first_taken)(bits, at, at + n);
         if (hit == at + n)
             return at;
-        at = (unsigned)sm_align_up((size_t)hit + 1, align);
+        at = (unsigned)sm_align_up(SM_FN(first_free)(bits, hit + 1), align); /* past the taken pages */
     }
     return SM_FN(pages);
 }
@@ -139,7 +152,19 @@ SM_INLINE void SM_FN(relist)(struct SM_FN(hp) *hp)
     *head = hp;
 }
 
-/* After its bitmaps changed: its longest free run, and its list. */
+/* Lists hp again after its longest run or its pages in use changed, unless it stays where it is. */
+SM_INLINE void SM_FN(relist_if_moved)(struct SM_FN(hp) *hp, unsigned longest)
+{
+    bool stays = hp->list == SM_FN(on_partial) && longest == hp->longest && longest > 0 && longest < SM_FN(pages) &&
+                 SM_FN(bucket_of)(hp) == hp->bucket;
+    if (stays)
+        return;
+    SM_FN(unlist)(hp);
+    hp->longest = (uint16_t)longest;
+    SM_FN(relist)(hp);
+}
+
+/* After its bitmaps changed in any way: its longest free run, and its list. */
 SM_INLINE void SM_FN(refresh)(struct SM_FN(hp) *hp)
 {
     SM_FN(unlist)(hp);
@@ -176,13 +201,15 @@ SM_INLINE struct SM_FN(hp) *SM_FN(find_partial)(unsigned set, unsigned n, unsign
 /* Marks pages [i, i + n) of hp a span. */
 SM_INLINE void SM_FN(take)(struct SM_FN(hp) *hp, unsigned i, unsigned n)
 {
+    /* Only taking from a longest run can shorten the longest run: the scan is needed then only. */
+    unsigned run = SM_FN(first_taken)(hp->taken, i + n, SM_FN(pages)) - SM_FN(run_start)(hp->taken, i);
     SM_FN(set_range)(hp->taken, i, i + n, true);
     hp->npurged = (uint16_t)(hp->npurged - SM_FN(set_range)(hp->purged, i, i + n, false));
     hp->span[i] = (uint16_t)n;
     hp->used = (uint16_t)(hp->used + n);
     SM_FN(obj).used_pages += n;
     hp->stamp = 0; /* in use again: not idle */
-    SM_FN(refresh)(hp);
+    SM_FN(relist_if_moved)(hp, run == hp->longest ? SM_FN(longest_run)(hp->taken) : hp->longest);
 }
 
 /* Frees the span of n pages at page i of hp. */
@@ -192,7 +219,9 @@ SM_INLINE void SM_FN(give)(struct SM_FN(hp) *hp, unsigned i, unsigned n)
     hp->span[i] = 0;
     hp->used = (uint16_t)(hp->used - n);
     SM_FN(obj).used_pages -= n;
-    SM_FN(refresh)(hp);
+    /* The freed pages and the free runs on either side are one run now: the longest, or not. */
+    unsigned run = SM_FN(first_taken)(hp->taken, i + n, SM_FN(pages)) - SM_FN(run_start)(hp->taken, i);
+    SM_FN(relist_if_moved)(hp, run > hp->longest ? run : hp->longest);
 }
 
 /* Whether a hugepage taken into use now is to be hinted huge (see SM_OPT_HUGE_AFTER). */

@@ -251,6 +251,43 @@ static void test_lifetime_sets_apart(void)
     hs_drain(two, 2);
 }
 
+/* Random spans, frees and resizes, the heap walked every 50 steps: the longest free run kept
+ * incrementally must match a full scan, and every span keeps its contents. */
+static void test_random_sequences(void)
+{
+    enum { n = 400 };
+    void *b[n] = { 0 };
+    size_t size[n] = { 0 };
+    unsigned s = 12345;
+    for (int step = 0; step < 8000; step++) {
+        s ^= s << 13, s ^= s >> 17, s ^= s << 5;
+        unsigned k = s % n;
+        if (b[k] && (s >> 9) % 4 == 0) {
+            size_t want = (size_t)((s >> 12) % 64 + 1) * 4096;
+            sm_mctx_t c = sm_mctx_block(b[k], 0, 0);
+            if (hg_resize(&c, want)) {
+                size_t keep = want < size[k] ? want : size[k];
+                CHECKF(check_verify(b[k], keep, k), "span %u lost its contents in a resize", k);
+                size[k] = want;
+                check_fill(b[k], want, k);
+            }
+        } else if (b[k]) {
+            CHECKF(check_verify(b[k], size[k], k), "span %u overwritten", k);
+            hg_t_free(b[k]);
+            b[k] = NULL;
+        } else {
+            size[k] = (s >> 8) % 3 ? (size_t)((s >> 12) % 16 + 1) * 4096 : (size_t)((s >> 12) % 300 + 1) * 4096;
+            b[k] = hg_t_alloc(size[k], (s >> 20) % 2 ? 64 * KiB : 0, (s >> 22) % 2 ? SM_F_USER : 0);
+            CHECK(b[k]);
+            if (b[k])
+                check_fill(b[k], size[k], k);
+        }
+        if (step % 50 == 0)
+            hg_check_heap();
+    }
+    hg_drain(b, n);
+}
+
 /* Each bad free is reported exactly once, names its kind, and changes nothing. */
 static void test_bad_frees_reported(void)
 {
@@ -476,6 +513,7 @@ int main(void)
     RUN_CASE(test_dense_packing_prefers_fullest);
     RUN_CASE(test_best_fit_by_longest_run);
     RUN_CASE(test_lifetime_sets_apart);
+    RUN_CASE(test_random_sequences);
     RUN_CASE(test_bad_frees_reported);
     RUN_CASE(test_release_decay);
     RUN_CASE(test_taken_runs_not_reused);

@@ -10,18 +10,7 @@
 #define KiB ((size_t)1 << 10)
 #define MiB ((size_t)1 << 20)
 
-static struct {
-    int calls;
-    sm_err_kind_t kind;
-    const void *ptr;
-} errs;
-static void on_error(sm_err_kind_t kind, const char *layer, const void *ptr, const char *detail)
-{
-    (void)layer, (void)detail;
-    errs.calls++;
-    errs.kind = kind;
-    errs.ptr = ptr;
-}
+#include "tests/support/err_record.h"
 
 #define SEGFIT_HELPERS(L)                                                                              \
     SM_UNUSED static void *L##_t_alloc(size_t size, size_t align)                                  \

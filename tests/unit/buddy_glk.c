@@ -11,6 +11,7 @@
 #include <sunmao/policies/sync/none.h>
 #include <sunmao/policies/sync/spinlock.h>
 #include "tests/support/check.h"
+#include "tests/support/err_record.h"
 
 #define SM_LAYER fk
 #include "tests/support/fake_next.h"
@@ -202,20 +203,6 @@ static size_t rnd_size(unsigned *s, unsigned max_log)
     return 1 + rnd(s) % top;
 }
 
-static struct {
-    int calls;
-    sm_err_kind_t kind;
-    const char *layer;
-    const void *ptr;
-} errs;
-static void on_error(sm_err_kind_t kind, const char *layer, const void *ptr, const char *detail)
-{
-    (void)detail;
-    errs.calls++;
-    errs.kind = kind;
-    errs.layer = layer;
-    errs.ptr = ptr;
-}
 
 static void test_every_order_aligned(void)
 {

@@ -9,6 +9,7 @@
 #include <sunmao/policies/sync/mutex.h>
 #include <sunmao/policies/sync/spinlock.h>
 #include "tests/support/check.h"
+#include "tests/support/err_record.h"
 
 #define SM_LAYER fk
 #include "tests/support/fake_next.h"
@@ -45,18 +46,6 @@ _Static_assert(hg_sets == 2 && hs_sets == 1, "lifetime sets follow the option");
         return;                                                                                        \
     }
 
-static struct {
-    int calls;
-    sm_err_kind_t kind;
-    const void *ptr;
-} errs;
-static void on_error(sm_err_kind_t kind, const char *layer, const void *ptr, const char *detail)
-{
-    (void)layer, (void)detail;
-    errs.calls++;
-    errs.kind = kind;
-    errs.ptr = ptr;
-}
 
 /* Helpers and the invariant walker, one set per instance. */
 #define DEFINE_HELPERS(L, F)                                                                           \

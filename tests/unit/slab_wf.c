@@ -13,6 +13,7 @@
 #include <sunmao/policies/sizeclass/prime.h>
 #include <sunmao/policies/sizeclass/tc.h>
 #include "tests/support/check.h"
+#include "tests/support/err_record.h"
 
 #define SM_LAYER fk
 #include "tests/support/fake_next.h"
@@ -45,18 +46,6 @@
 
 #define KiB ((size_t)1 << 10)
 
-static struct {
-    int calls;
-    sm_err_kind_t kind;
-    const void *ptr;
-} errs;
-static void on_error(sm_err_kind_t kind, const char *layer, const void *ptr, const char *detail)
-{
-    (void)layer, (void)detail;
-    errs.calls++;
-    errs.kind = kind;
-    errs.ptr = ptr;
-}
 
 static unsigned rnd(unsigned *s)
 {

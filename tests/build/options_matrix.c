@@ -280,6 +280,28 @@ SM_UNUSED static size_t mx_rseq_room(void)
     long cpu = sm_rseq_cpu();
     return ut_obj.ready && cpu >= 0 && cpu < (long)ut_obj.slots ? ut_obj.cpu[cpu].room : 0;
 }
+/* Bytes two passes of the release clock (may_move), an hour apart, give back after objects were
+ * cached on this CPU: the idle drain's. */
+SM_UNUSED static size_t mx_rseq_idle_released(void)
+{
+    void *v[16];
+    for (int i = 0; i < 16; i++) {
+        sm_mctx_t c = sm_mctx_alloc(64, 0, SM_F_USER);
+        v[i] = ut_alloc(&c);
+    }
+    for (int i = 0; i < 16; i++) {
+        sm_mctx_t c = sm_mctx_block(v[i], 0, 0);
+        if (v[i])
+            ut_free(&c);
+    }
+    sm_release_t r = sm_release_request(1000, SM_RELEASE_DECAYED);
+    r.may_move = 1;
+    ut_release(&r);
+    r = sm_release_request(1000 + 3600000, SM_RELEASE_DECAYED);
+    r.may_move = 1;
+    ut_release(&r);
+    return r.released;
+}
 #endif
 
 #elif MX_COMP == MX_ALIGNED

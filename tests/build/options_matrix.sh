@@ -117,6 +117,8 @@ carrcache_rseq|MX_RSEQ|SM_OPT_CAP_MAX=8|ut_obj.cap[sm_sizeclass_tc_size_to_class
 carrcache_rseq|MX_RSEQ|SM_OPT_SLAB_SHIFT=16|ut_shift == 16 && ut_obj.begin[sm_sizeclass_tc_size_to_class(8192)] + ut_obj.cap[sm_sizeclass_tc_size_to_class(8192)] <= 8192
 carrcache_rseq|MX_RSEQ|SM_OPT_BATCH_MAX=2|ut_obj.batch[sm_sizeclass_tc_size_to_class(16)] == 2
 carrcache_rseq|MX_RSEQ|SM_OPT_BATCH_BYTES=1024|ut_obj.batch[sm_sizeclass_tc_size_to_class(512)] == 2
+carrcache_rseq|MX_RSEQ|SM_OPT_IDLE_MS=0|mx_rseq_idle_released() == 0
+carrcache_rseq|MX_RSEQ|SM_OPT_IDLE_MS=50|sm_rseq.mode == SM_RSEQ_THREAD || mx_rseq_idle_released() > 0
 carrcache_lk|MX_CARR|SM_OPT_CAP=4|ut_cap == 4 && ut_limit(sm_sizeclass_tc_size_to_class(16)) == 4
 carrcache_lk|MX_CARR|SM_OPT_CLASS_BYTES=(16u << 10)|ut_limit(sm_sizeclass_tc_size_to_class(4096)) == 4
 batched_free|MX_BATCHED|SM_OPT_BATCH=4|ut_batch == 4

@@ -8,7 +8,8 @@
  * room grows, then a full stack gives half a batch down; room stolen from an idle class when the
  * budget is spent; a double free reported once and ignored; an overwritten tag reported at the
  * pop and the object never handed out twice; release(ALL) empties every CPU's
- * stacks (by moving onto each); threads re-pinned across CPUs with fill patterns; fork. */
+ * stacks (by moving onto each); threads re-pinned across CPUs with fill patterns; fork; the
+ * release clock's pass empties idle CPUs only. */
 #include <pthread.h>
 #include <sched.h>
 #include <stdint.h>
@@ -314,6 +315,94 @@ static void fork_keeps_caches(void)
     walk();
 }
 
+/* The release clock's pass (may_move) empties a CPU holding objects once it has taken no slow
+ * path for SM_OPT_IDLE_MS (1000 here), by moving onto it; a CPU with a miss in between is left
+ * for the next period, and the clock is asked back while a CPU holds objects. A pass without
+ * may_move moves nothing. The times are the test's own. */
+static size_t cached_on(long cpu)
+{
+    size_t n = 0;
+    for (unsigned cls = 0; cls < pc_class_count; cls++)
+        n += count(cpu, cls);
+    return n;
+}
+static void fill_here(size_t size)
+{
+    void *v[50];
+    for (unsigned i = 0; i < 50; i++) {
+        v[i] = alloc(size);
+        check_fill(v[i], size, i);
+    }
+    for (unsigned i = 0; i < 50; i++) {
+        CHECKF(check_verify(v[i], size, i), "object %u damaged", i);
+        release(v[i]);
+    }
+}
+/* One pass, on a thread of its own that has made no request, as the release clock's: its affinity
+ * must be what it was after the pass. */
+typedef struct { sm_release_t r; bool affinity_kept; } pass_t;
+static void *pass_main(void *arg)
+{
+    pass_t *p = arg;
+    cpu_set_t before, after;
+    bool got = sched_getaffinity(0, sizeof before, &before) == 0;
+    pc_release(&p->r);
+    p->affinity_kept = got && sched_getaffinity(0, sizeof after, &after) == 0 && CPU_EQUAL(&before, &after);
+    return NULL;
+}
+static sm_release_t pass(uint64_t now_ms, int may_move)
+{
+    pass_t p = { sm_release_request(now_ms, SM_RELEASE_DECAYED), false };
+    p.r.may_move = may_move;
+    pthread_t t;
+    CHECK(pthread_create(&t, NULL, pass_main, &p) == 0 && pthread_join(t, NULL) == 0);
+    CHECKF(p.affinity_kept, "the pass at %llu ms did not restore its thread's affinity", (unsigned long long)now_ms);
+    return p.r;
+}
+static void idle_cpus_emptied(void)
+{
+    if (sm_rseq.mode == SM_RSEQ_THREAD || sysconf(_SC_NPROCESSORS_ONLN) < 2) {
+        check_skip("idle_cpus_emptied", "needs rseq and two CPUs");
+        return;
+    }
+    err_reset();
+    pin(0);
+    fill_here(48);
+    long a = sm_rseq_cpu();
+    pin(1);
+    fill_here(48);
+    long b = sm_rseq_cpu();
+    unpin();
+    CHECKF(a != b && cached_on(a) > 0 && cached_on(b) > 0, "CPUs %ld and %ld hold %zu and %zu objects", a, b,
+           cached_on(a), cached_on(b));
+    const uint64_t t = 1000000;
+    sm_release_t r = pass(t + 5000, 0); /* not the clock's thread */
+    CHECKF(cached_on(a) > 0 && cached_on(b) > 0 && r.next_ms == UINT64_MAX, "a pass without may_move acted");
+
+    r = pass(t, 1);
+    CHECKF(cached_on(a) > 0 && cached_on(b) > 0 && r.released == 0 && r.next_ms == t + 1000,
+           "first pass: %zu and %zu objects, %zu bytes released, next at %+lld ms", cached_on(a), cached_on(b),
+           r.released, (long long)(r.next_ms - t));
+
+    pin(0);
+    fill_here(2000); /* a miss on CPU a: a class it had not cached */
+    unpin();
+    size_t on_b = cached_on(b);
+    r = pass(t + 1000, 1);
+    CHECKF(cached_on(b) == 0 && cached_on(a) > 0 && r.released >= on_b * 48 && r.next_ms == t + 2000,
+           "second pass: %zu and %zu objects left, %zu bytes released, next at %+lld ms", cached_on(a),
+           cached_on(b), r.released, (long long)(r.next_ms - t));
+
+    r = pass(t + 2000, 1);
+    CHECKF(cached_on(a) == 0 && r.released > 0 && r.next_ms == UINT64_MAX,
+           "third pass: %zu objects left on CPU %ld, next at %+lld ms", cached_on(a), a, (long long)(r.next_ms - t));
+    pin(1);
+    fill_here(48); /* emptied CPUs cache again */
+    unpin();
+    CHECK(cached_on(b) > 0 && err_total() == 0);
+    walk();
+}
+
 int main(void)
 {
     check_begin("carrcache_rseq");
@@ -327,5 +416,6 @@ int main(void)
     RUN_CASE(release_all_empties_every_cpu);
     RUN_CASE(threads_repinned);
     RUN_CASE(fork_keeps_caches);
+    RUN_CASE(idle_cpus_emptied);
     return check_failures_total != 0;
 }

@@ -35,11 +35,13 @@ typedef struct sm_release {
     unsigned how;     /* SM_RELEASE_* */
     size_t released;  /* bytes given back so far, by every layer on the way */
     uint64_t next_ms; /* earliest time some layer has more to give back; UINT64_MAX: none */
+    int may_move;     /* 1: the caller is the release clock's own thread, which a layer may move
+                       * between CPUs (carrcache_rseq empties idle CPUs' caches there) */
 } sm_release_t;
 
 static inline sm_release_t sm_release_request(uint64_t now_ms, unsigned how)
 {
-    sm_release_t r = { now_ms, how, 0, UINT64_MAX };
+    sm_release_t r = { now_ms, how, 0, UINT64_MAX, 0 };
     return r;
 }
 

@@ -102,6 +102,7 @@ static void *sm_socket_bg_main(void *unused)
     for (;;) {
         __atomic_store_n(&sm_release_pending, 0, __ATOMIC_SEQ_CST);
         sm_release_t r = sm_release_request(sm_plat_now_ms(), SM_RELEASE_DECAYED);
+        r.may_move = 1; /* this thread runs nothing else */
         SM_NEXT_FN(release)(&r);
         sm_plat_sleep_ms(SM_SOCKET_RELEASE_MIN_MS);
         uint64_t now = sm_plat_now_ms();

@@ -19,6 +19,9 @@
  *   SM_OPT_SLAB_SHIFT   log2 of a CPU's slab (default 18, 256 KiB of address space, touched as used)
  *   SM_OPT_BATCH_MAX    most objects moved per refill or release (default 32)
  *   SM_OPT_BATCH_BYTES  a refill or release moves about this many bytes (default 64 KiB)
+ *   SM_OPT_IDLE_MS      a CPU whose caches took no slow path for this long gives its objects back
+ *                       (default 1000; 0: never): the release clock's thread moves there to empty
+ *                       them, so caches the program stopped using do not keep its memory
  * Modes (platform/rseq.h, decided once per process): glibc's rseq registration, our own, or, where
  * the kernel offers none, one virtual CPU per thread (per-thread caches, given back at thread exit).
  * The mode is mallctl `percpu.mode` and the statistics' `percpu:` line.
@@ -39,7 +42,7 @@
  * Offers HIT. Properties: thread_safe = the next layer's; min_align the next layer's; zeroed 0.
  * @model: name=carrcache_rseq kind=addon flag cache slot sizeclass slot err range
  * @model: key cpu_bytes size key class_bytes size key cap_max int key slab_shift int
- * @model: key batch_max int key batch_bytes size
+ * @model: key batch_max int key batch_bytes size key idle_ms int
  * @check: <sunmao/policies/sync/spinlock.h> <sunmao/policies/sizeclass/tc.h> <sunmao/policies/err/warn.h> SM_LAYER=s SM_NEXT=fake_next SM_SYNC=spinlock SM_SIZECLASS=tc SM_ERR=warn <sunmao/layers/core/slab_lk.h> SM_LAYER=t SM_NEXT=s SM_SIZECLASS=tc SM_ERR=warn
  * @check-next: fake
  * Design, measurements and what was tried: docs/percpu.md. */
@@ -81,6 +84,9 @@
 #ifndef SM_OPT_BATCH_BYTES
 #define SM_OPT_BATCH_BYTES (64u << 10)
 #endif
+#ifndef SM_OPT_IDLE_MS
+#define SM_OPT_IDLE_MS 1000
+#endif
 #ifndef SM_SIZE_MAX
 #define SM_SIZE_MAX (8u << 10)
 #endif
@@ -91,6 +97,7 @@ _Static_assert((SM_OPT_SLAB_SHIFT) >= 12 && (SM_OPT_SLAB_SHIFT) <= 19,
 _Static_assert((SM_OPT_CAP_MAX) >= 8 && (SM_OPT_CAP_MAX) <= 8192, "carrcache_rseq: SM_OPT_CAP_MAX must be in [8, 8192]");
 _Static_assert((SM_OPT_BATCH_MAX) >= 2 && (SM_OPT_BATCH_MAX) <= 64, "carrcache_rseq: SM_OPT_BATCH_MAX must be in [2, 64]");
 _Static_assert((SM_OPT_CPU_BYTES) >= (64u << 10), "carrcache_rseq: SM_OPT_CPU_BYTES must be at least 64 KiB");
+_Static_assert((SM_OPT_IDLE_MS) >= 0, "carrcache_rseq: SM_OPT_IDLE_MS must be 0 (off) or a time in ms");
 _Static_assert((size_t)(SM_SIZE_MAX) <= (size_t)SM_SIZECLASS_FN(max_size),
                "carrcache_rseq: SM_SIZE_MAX is above the largest size of the sizeclass policy");
 SM_REQUIRE_CAP(BATCH, "refills and releases move objects of one class in batches");
@@ -119,7 +126,14 @@ struct SM_FN(cpu) {
     bool ready;       /* its headers are set: each class empty, with no room */
     unsigned steal;   /* where the next search for unused room starts */
     size_t room;      /* bytes of room granted: sum of (end - begin + 1) x class size */
-};
+    /* Idle CPUs (drain_idle): slow paths count events and note the release clock once after each
+     * drain; the clock's thread alone reads the count and keeps the rest. */
+    unsigned long events;
+    bool noted;
+    bool quiet;                /* events was `seen` at quiet_ms, and nothing since */
+    unsigned long seen;
+    uint64_t quiet_ms;
+} SM_CACHE_ALIGNED; /* each CPU's own lines: their slow paths write here */
 
 static struct {
     sm_plat_once_t once;
@@ -429,9 +443,23 @@ SM_SLOWPATH unsigned SM_FN(take)(unsigned cls, void **out, unsigned n)
     return got;
 }
 
+/* A slow path ran on cpu: it is not idle. The first one after a drain (or ever) notes the release
+ * clock, which then watches the CPU until it is idle and emptied (drain_idle). Plain stores: the
+ * count is a hint, and two threads racing on it only lose a count. */
+SM_INLINE void SM_FN(busy)(long cpu)
+{
+    struct SM_FN(cpu) *m = &SM_FN(obj).cpu[cpu];
+    __atomic_store_n(&m->events, __atomic_load_n(&m->events, __ATOMIC_RELAXED) + 1, __ATOMIC_RELAXED);
+    if ((SM_OPT_IDLE_MS) > 0 && sm_unlikely(!__atomic_load_n(&m->noted, __ATOMIC_RELAXED))) {
+        __atomic_store_n(&m->noted, true, __ATOMIC_RELAXED);
+        sm_release_note();
+    }
+}
+
 /* An object of c->size's class for the caller, and a batch for the current CPU; NULL: not served. */
 SM_SLOWPATH void *SM_FN(refill)(sm_mctx_t *c, unsigned cls, long cpu)
 {
+    SM_FN(busy)(cpu);
     unsigned n = SM_FN(obj).batch[cls];
     uint32_t h = __atomic_load_n(SM_FN(header)(cpu, cls), __ATOMIC_RELAXED);
     unsigned room = (h >> 16) - (h & 0xffff);
@@ -518,6 +546,7 @@ SM_INLINE void SM_FN(free_miss)(sm_mctx_t *c)
         sm_stats_thread_bytes[1] += SM_FN(obj).class_bytes[cls];
         long cpu = SM_FN(setup)();
         if (cpu >= 0) {
+            SM_FN(busy)(cpu);
             uintptr_t tag = SM_FN(obj).tag;
             uintptr_t hdr = SM_FN(hdr_of)(cls);
             if (SM_FN(push)(hdr, c->ptr, tag))
@@ -566,11 +595,75 @@ SM_SLOWPATH size_t SM_FN(drain_here)(void)
     return bytes;
 }
 
+/* Bytes cached on cpu, read without stopping it (a moment old). */
+SM_INLINE size_t SM_FN(cached_bytes)(long cpu)
+{
+    size_t bytes = 0;
+    for (unsigned cls = 0; cls < SM_FN(class_count); cls++) {
+        if (!SM_FN(obj).begin[cls])
+            continue;
+        unsigned top = __atomic_load_n(SM_FN(header)(cpu, cls), __ATOMIC_RELAXED) & 0xffff;
+        if (top >= SM_FN(obj).begin[cls])
+            bytes += (size_t)(top - (SM_FN(obj).begin[cls] - 1u)) * SM_FN(obj).class_bytes[cls];
+    }
+    return bytes;
+}
+
+#if !(defined(SM_FREESTANDING) && SM_FREESTANDING)
+/* The release clock's pass (r->may_move: its own thread): a CPU holding objects whose slow paths
+ * have not run for SM_OPT_IDLE_MS (no refill, no full stack) has its objects given back, by moving
+ * this thread onto it (its affinity restored after), as malloc_trim does for every CPU. Programs
+ * that ran on more CPUs than they use now, or whose threads left a CPU, get that memory back;
+ * a CPU busy only with hits for that long is emptied too and refills on its next misses. Asks the
+ * clock back while any CPU still holds objects. */
+SM_SLOWPATH void SM_FN(drain_idle)(sm_release_t *r)
+{
+    sm_rseq_affinity_t saved = { .saved = false };
+    bool moved = false;
+    if (SM_FN(setup)() < 0) /* this thread's rseq area, which pinning reads the CPU from */
+        return;
+    for (unsigned cpu = 0; cpu < SM_FN(obj).slots; cpu++) {
+        struct SM_FN(cpu) *m = &SM_FN(obj).cpu[cpu];
+        if (!__atomic_load_n(&m->ready, __ATOMIC_ACQUIRE))
+            continue;
+        unsigned long events = __atomic_load_n(&m->events, __ATOMIC_RELAXED);
+        if (!SM_FN(cached_bytes)(cpu)) {
+            m->quiet = false;
+            __atomic_store_n(&m->noted, false, __ATOMIC_RELAXED); /* its next slow path notes again */
+            continue;
+        }
+        if (!m->quiet || events != m->seen) { /* first seen holding, or busy since */
+            m->quiet = true;
+            m->seen = events;
+            m->quiet_ms = r->now_ms;
+        } else if (r->now_ms >= m->quiet_ms + (uint64_t)(SM_OPT_IDLE_MS)) {
+            if (sm_rseq_pin(cpu, &saved) && SM_FN(setup)() == (long)cpu)
+                r->released += SM_FN(drain_here)();
+            moved = true;
+            m->quiet = false;
+            __atomic_store_n(&m->noted, false, __ATOMIC_RELAXED);
+            continue;
+        }
+        sm_release_due(r, m->quiet_ms + (uint64_t)(SM_OPT_IDLE_MS));
+    }
+    if (moved) {
+        sm_rseq_unpin(&saved);
+        (void)SM_FN(setup)();
+    }
+}
+#endif
+
 /* A release of everything (malloc_trim): the calling thread's CPU, then, with rseq, every other CPU
  * whose slab is set up, by moving the thread onto each in turn (its affinity restored after); a
- * CPU it may not run on keeps its objects. A thread's release (thread.tcache.flush): its CPU. */
+ * CPU it may not run on keeps its objects. A thread's release (thread.tcache.flush): its CPU. The
+ * release clock's pass: the idle CPUs (drain_idle). */
 SM_SLOWPATH SM_UNUSED void SM_FN(release)(sm_release_t *r)
 {
+#if !(defined(SM_FREESTANDING) && SM_FREESTANDING)
+    if (r->how == SM_RELEASE_DECAYED && r->may_move && (SM_OPT_IDLE_MS) > 0 && SM_FN(obj).ready &&
+        sm_rseq_virtual < 0 && sm_conf.tcache_on)
+        SM_FN(drain_idle)(r);
+#endif
     if ((r->how == SM_RELEASE_ALL || r->how == SM_RELEASE_THREAD) && SM_FN(obj).ready &&
         !(sm_rseq_virtual < 0 && sm_rseq_tls == &sm_rseq_boot) && SM_FN(setup)() >= 0) {
         r->released += SM_FN(drain_here)();
@@ -664,5 +757,6 @@ SM_INLINE void SM_FN(fork_child)(void)
 #undef SM_OPT_SLAB_SHIFT
 #undef SM_OPT_BATCH_MAX
 #undef SM_OPT_BATCH_BYTES
+#undef SM_OPT_IDLE_MS
 #define SM_LAYER_OFFERS SM_CAP_HIT
 #include "../../core/layer_end.h"

@@ -620,7 +620,10 @@ SM_SLOWPATH void SM_FN(drain_idle)(sm_release_t *r)
 {
     sm_rseq_affinity_t saved = { .saved = false };
     bool moved = false;
-    if (SM_FN(setup)() < 0) /* this thread's rseq area, which pinning reads the CPU from */
+    /* The once orders this thread after the set-up (another thread ran it); then with rseq only,
+     * this thread's own area, which pinning reads the CPU from. */
+    sm_plat_once(&SM_FN(obj).once, SM_FN(init_once));
+    if (!SM_FN(obj).ready || SM_FN(obj).mode == SM_RSEQ_THREAD || SM_FN(setup)() < 0)
         return;
     for (unsigned cpu = 0; cpu < SM_FN(obj).slots; cpu++) {
         struct SM_FN(cpu) *m = &SM_FN(obj).cpu[cpu];
@@ -660,8 +663,8 @@ SM_SLOWPATH void SM_FN(drain_idle)(sm_release_t *r)
 SM_SLOWPATH SM_UNUSED void SM_FN(release)(sm_release_t *r)
 {
 #if !(defined(SM_FREESTANDING) && SM_FREESTANDING)
-    if (r->how == SM_RELEASE_DECAYED && r->may_move && (SM_OPT_IDLE_MS) > 0 && SM_FN(obj).ready &&
-        sm_rseq_virtual < 0 && sm_conf.tcache_on)
+    if (r->how == SM_RELEASE_DECAYED && r->may_move && (SM_OPT_IDLE_MS) > 0 && sm_conf.tcache_on &&
+        __atomic_load_n(&SM_FN(base), __ATOMIC_ACQUIRE) != NULL) /* set up by some thread */
         SM_FN(drain_idle)(r);
 #endif
     if ((r->how == SM_RELEASE_ALL || r->how == SM_RELEASE_THREAD) && SM_FN(obj).ready &&

@@ -339,6 +339,60 @@ static void aligned(void)
 
 /* Free every object of a class: one empty slab stays, the others go back to the next layer;
  * alloc/free across a slab boundary does not reach the next layer. */
+/* Classes whose objects fill a slab exactly (4 KiB: 16 in 64 KiB) keep their descriptors outside
+ * it: every object of a slab is usable, the first at the slab's start; objects keep their
+ * contents; a double free is caught by the bitmap of the outside descriptor; an emptied slab goes
+ * back to the next layer and its descriptor is reused by the next slab, from the same block. */
+static void offslab(void)
+{
+    const inst_t *t = &sl_tc_inst;
+    const size_t size = 4096;
+    enum { N = 48 };
+    static char *objs[N];
+    err_reset();
+    size_t base = t->fake_blocks_sized(t->slab);
+    for (int i = 0; i < N; i++) {
+        objs[i] = t->alloc(size, 0);
+        CHECK(objs[i] != NULL);
+        check_fill(objs[i], size, (unsigned)i);
+    }
+    /* 16 a slab, with no room lost: three slabs, the first objects at their starts */
+    unsigned at_start = 0, slabs = 0;
+    for (int i = 0; i < N; i++) {
+        at_start += sm_ptr_aligned(objs[i], 65536);
+        int seen = 0;
+        for (int j = 0; j < i; j++)
+            seen |= ((uintptr_t)objs[j] >> 16) == ((uintptr_t)objs[i] >> 16);
+        slabs += !seen;
+    }
+    CHECKF(slabs == 3 && at_start == 3, "%u slabs for %d objects of 4 KiB, %u at a slab's start", slabs, N, at_start);
+    size_t pages = sl_tc_obj.desc_pages;
+    CHECKF(pages >= 1, "descriptor blocks %zu", pages);
+    t->free(objs[5]);
+    t->free(objs[5]);
+    CHECKF(err_counts[SM_ERR_DOUBLE_FREE] == 1, "double free of an object of an outside-descriptor slab: %lu reports",
+           err_counts[SM_ERR_DOUBLE_FREE]);
+    objs[5] = t->alloc(size, 0);
+    check_fill(objs[5], size, 5);
+    for (int i = 0; i < N; i++) {
+        CHECKF(check_verify(objs[i], size, (unsigned)i), "object %d overwritten", i);
+        t->free(objs[i]);
+    }
+    /* one slab kept empty (keep_last), the others back below */
+    CHECKF(t->fake_blocks_sized(t->slab) - base <= 1, "after freeing all: %zu slabs held",
+           t->fake_blocks_sized(t->slab) - base);
+    for (int round = 0; round < 4; round++) {
+        for (int i = 0; i < N; i++)
+            objs[i] = t->alloc(size, 0);
+        for (int i = 0; i < N; i++)
+            t->free(objs[i]);
+    }
+    CHECKF(sl_tc_obj.desc_pages == pages, "descriptor blocks grew from %zu to %zu: released ones not reused", pages,
+           sl_tc_obj.desc_pages);
+    CHECK(err_total() == 1);
+    err_reset();
+}
+
 static void hysteresis(void)
 {
     const inst_t *t = &sl_tc_inst;
@@ -497,8 +551,9 @@ static void out_of_memory(void)
     CHECKF(fk_oom_obj.live_blocks == 0 && fk_oom_obj.allocs == fk_oom_obj.frees, "%zu blocks leaked",
            fk_oom_obj.live_blocks);
 
-    /* a map leaf and two slabs */
-    fk_oom_obj.limit_bytes = SM_PAGEMAP2_LEAF_BYTES + 2 * 65536;
+    /* map leaves (the owner map's and, 1 KiB objects filling their slabs, the descriptor map's),
+     * a block of descriptors and two slabs */
+    fk_oom_obj.limit_bytes = 2 * SM_PAGEMAP2_LEAF_BYTES + 4096 + 2 * 65536;
     enum { MAX = 1000 };
     static void *objs[MAX + 2];
     int n = 0;
@@ -795,15 +850,28 @@ static void batch_free(void)
                 return;                                                                            \
             uintptr_t w = SL##_lookup(a), last = SL##_lookup(a + size - 1);                        \
             const struct SL##_geo *g = &SL##_geometry[cls];                                         \
-            char *slab = (char *)SL##_word_slab(w, g), *first = (char *)SL##_word_first(w);         \
+            char *slab = (char *)SL##_word_base(w, g), *first = (char *)SL##_word_first(w);         \
+            const struct SL##_slab *desc = SL##_word_slab(w, g);                                    \
             CHECKF(w == last, "%s: class %u: words %#lx and %#lx", t->name, cls, (unsigned long)w,   \
                    (unsigned long)last);                                                           \
             CHECKF(SL##_word_cls(w) == cls, "%s: class %u: word names class %u", t->name, cls,       \
                    SL##_word_cls(w));                                                              \
             CHECKF(first <= a && (size_t)(a - first) % size == 0, "%s: class %u: first %p, object %p", \
                    t->name, cls, (void *)first, (void *)a);                                        \
-            CHECKF(sm_ptr_aligned(slab, SLAB) && slab < first, "%s: class %u: slab %p, object %p",   \
-                   t->name, cls, (void *)slab, (void *)a);                                         \
+            CHECKF(sm_ptr_aligned(slab, SLAB) && (g->offslab ? slab == first : slab < first),     \
+                   "%s: class %u: slab %p, object %p", t->name, cls, (void *)slab, (void *)a);      \
+            /* the descriptor: at the slab's start, or (a class whose objects fill the slab, at     \
+             * least 1 KiB: the powers of two) outside it, naming the slab's objects */             \
+            CHECKF(desc && desc->objects == first && desc->size == size &&                          \
+                       (g->offslab ? (char *)desc < slab || (char *)desc >= slab + ((size_t)1 << g->slab_shift) \
+                                   : (char *)desc == slab) &&                                       \
+                       g->offslab == (size >= 1024 && ((size_t)1 << g->slab_shift) % size == 0 &&   \
+                                      ((size_t)1 << g->slab_shift) / size <= 64),                   \
+                   "%s: class %u: descriptor %p, slab %p, offslab %u", t->name, cls, (const void *)desc, \
+                   (void *)slab, (unsigned)g->offslab);                                            \
+            CHECKF(!g->offslab || (size_t)g->nobjs * size == ((size_t)1 << g->slab_shift),         \
+                   "%s: class %u: %u objects of %zu in a slab of %zu", t->name, cls, (unsigned)g->nobjs, \
+                   size, (size_t)1 << g->slab_shift);                                              \
             /* the slab's colour: 0-7 lines by its address for classes aligned to <= 64 B, else 0; \
              * objects keep their alignment and the last one still fits */                         \
             size_t colour = (size_t)(first - slab) - g->offset;                                    \
@@ -1026,14 +1094,14 @@ static void shard_max(void)
     CHECK(err_total() == 0 && fk_sm_obj.bad_frees == 0);
 }
 
-/* The owner map's leaves come from the next layer and are counted (core/pagemap.h's
- * SM_PAGEMAP_NODE_ALLOC): one per non-empty root entry, each an 8 MiB block of the fake (which may
- * hold 8 MiB blocks passed through as well). */
+/* The owner map's leaves, and the descriptor map's, come from the next layer and are counted
+ * (core/pagemap.h's SM_PAGEMAP_NODE_ALLOC): one per non-empty root entry, each an 8 MiB block of
+ * the fake (which may hold 8 MiB blocks passed through as well). */
 #define MAP_NODES_ONE(SL, FK)                                                                       \
     do {                                                                                            \
         size_t leaves = 0, held = 0;                                                                \
         for (size_t i = 0; i < sizeof SL##_obj.map / sizeof *SL##_obj.map; i++)                     \
-            leaves += SL##_obj.map[i] != NULL;                                                      \
+            leaves += (SL##_obj.map[i] != NULL) + (SL##_obj.desc_map[i] != NULL);                   \
         for (size_t i = 0; i < FK##_obj.live_blocks; i++)                                           \
             held += FK##_obj.blocks[i].size == SM_PAGEMAP2_LEAF_BYTES;                              \
         CHECKF(leaves >= 1 && SL##_obj.map_nodes == leaves && held >= leaves,                       \
@@ -1069,6 +1137,7 @@ int main(void)
     RUN_CASE(colours_vary);
     RUN_CASE(no_overlap);
     RUN_CASE(aligned);
+    RUN_CASE(offslab);
     RUN_CASE(hysteresis);
     RUN_CASE(empty_bound);
     RUN_CASE(errors);

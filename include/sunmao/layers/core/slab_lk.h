@@ -29,7 +29,8 @@
  * carries its word (c->owner_word) is not looked up again. Also L_block_slot(p), L_block_class(p).
  *
  * Invariants:
- * - A slab is one block of the next layer, aligned to its size, its descriptor at its start. Every
+ * - A slab is one block of the next layer, aligned to its size, its descriptor at its start (or, for
+ *   the classes whose objects would fill it exactly, outside it, in the descriptor map). Every
  *   granule of a live slab maps, in the owner map (slab_lk/map.h), to the word first object << 16
  *   | 16 x class; an address that maps to 0 is not ours and is passed on.
  * - A slab with a free object is on its class's partial list; a full one is on no list. Allocation
@@ -48,7 +49,7 @@
  * catch.
  * Parts, in layers/core/slab_lk/ and included below (by this template only): lists.h (a class's
  * partial list, taking and putting objects), geometry.h (class geometry, colours, object index),
- * map.h (owner map), shards.h (CPU partitions), slabs.h (slabs from and back to the next layer,
+ * map.h (owner map; descriptors kept outside their slabs), shards.h (CPU partitions), slabs.h (slabs from and back to the next layer,
  * eviction), batch.h (capabilities BATCH and OWNER).
  * @model: name=slab_lk kind=core slot sync slot sizeclass slot err slot retain=keep_last range
  * @model: key slab_size size key empty_max int key colours int key shards int key shard_max size
@@ -129,6 +130,7 @@ enum {
     SM_FN(min_objects) = 8,
     SM_FN(max_object_align) = 4096, /* larger alignments would waste too much of a slab */
     SM_FN(colour_unit) = 64,          /* a cache line: one colour step */
+    SM_FN(offslab_min) = 1024,        /* classes from here up may keep their descriptors outside */
 };
 
 /* The descriptor, at the start of its slab. Free objects are a bitmap with a summary word of the
@@ -167,6 +169,11 @@ static struct {
     void *bad_slab;          /* a misaligned slab the next layer gave inside a section, to report */
     struct SM_FN(class) cls[SM_FN(shards) * SM_FN(class_count)]; /* shard-major (slab_lk/shards.h) */
     uintptr_t *map[SM_PAGEMAP2_ROOT_LEN(SM_FN(map_shift))];       /* the owner map (slab_lk/map.h) */
+    /* Slabs whose descriptors are kept outside them (geometry's offslab): slab start -> descriptor,
+     * and the descriptors not in use, linked through `next`; map lock (slab_lk/slabs.h). */
+    uintptr_t *desc_map[SM_PAGEMAP2_ROOT_LEN(SM_FN(map_shift))];
+    struct SM_FN(slab) *desc_free;
+    size_t desc_pages;       /* metadata blocks carved into descriptors; map lock */
 } SM_FN(obj) = {
     .cls = { [0 ... SM_FN(shards) * SM_FN(class_count) - 1] = { .lock = SM_SYNC_INIT } },
     .map_lock = SM_SYNC_INIT,

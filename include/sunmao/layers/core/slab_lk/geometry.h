@@ -3,7 +3,9 @@
  * (SM_OPT_SLAB_SIZE, or the next power of two that holds at least 8 objects), the first object's
  * offset (after the descriptor and its bitmap, aligned to the largest power of two dividing the
  * class size, at most 4 KiB: every object is aligned that much, which is how an aligned request is
- * served, by the first class whose size is a multiple of the alignment), the object count, and the
+ * served, by the first class whose size is a multiple of the alignment; 0 for a class of 1 KiB or
+ * more whose objects would fill the slab exactly, whose descriptors are kept outside: offslab,
+ * slab_lk/map.h), the object count, and the
  * inverse of the size's odd part, which object_index_from turns, with a multiply, a rotate and one
  * compare, into an exact "is p an object start, and which" without a division or a descriptor load.
  * Colouring: the bitmap hands out the lowest free objects first, so the objects in use crowd at the
@@ -32,6 +34,8 @@ struct SM_FN(geo) {
     uint8_t twos;       /* trailing zero bits of the class size */
     uint8_t slab_shift; /* log2 of the class's slab size */
     uint8_t coloured;   /* the class's slabs are coloured */
+    uint8_t offslab;    /* the descriptor is kept outside the slab (slab_lk/slabs.h), the first
+                         * object at the slab's start: offset 0, no colour */
 };
 
 static struct SM_FN(geo) SM_FN(geometry)[SM_FN(class_count)] SM_CACHE_ALIGNED;
@@ -64,10 +68,19 @@ SM_SLOWPATH void SM_FN(compute_geometry)(unsigned cls)
     bool coloured = (SM_OPT_COLOURS) > 1 && align <= SM_FN(colour_unit);
     size_t reserve = coloured ? ((SM_OPT_COLOURS) - 1) * (size_t)SM_FN(colour_unit) : 0; /* the largest shift */
     size_t slab = SM_OPT_SLAB_SIZE, offset, nobjs;
+    bool offslab = false;
     for (;; slab <<= 1) {
         size_t most = slab / size < SM_FN(max_objects) ? slab / size : SM_FN(max_objects);
         offset = sm_align_up(sizeof(struct SM_FN(slab)) + (most + 63) / 64 * sizeof(uint64_t), align);
         nobjs = offset + reserve < slab ? (slab - offset - reserve) / size : 0;
+        /* A class of 1 KiB or more whose objects fill the slab exactly (the powers of two) would
+         * give an object to the descriptor, 1/16 of a 4 KiB class's memory: its descriptor goes
+         * outside, and its slabs hold whole objects only. */
+        if (size >= SM_FN(offslab_min) && most <= 64 && nobjs < most) {
+            offslab = true;
+            offset = 0;
+            nobjs = most;
+        }
         if (nobjs >= SM_FN(min_objects))
             break;
     }
@@ -82,7 +95,8 @@ SM_SLOWPATH void SM_FN(compute_geometry)(unsigned cls)
     g->inverse = inverse;
     g->twos = (uint8_t)__builtin_ctzll(size);
     g->slab_shift = (uint8_t)__builtin_ctzll(slab);
-    g->coloured = coloured;
+    g->coloured = coloured && !offslab;
+    g->offslab = offslab;
     g->offset = (uint16_t)offset;
     g->nobjs = (uint16_t)(nobjs < SM_FN(max_objects) ? nobjs : SM_FN(max_objects));
 }

@@ -1,8 +1,9 @@
 /* slab_lk/slabs.h: slabs from the next layer and back. A new slab is one request to the next layer,
  * aligned to the class's slab size (refused, and reported, if it comes back misaligned); it is
  * carved in place: the descriptor at its start, the bitmap all free, the objects from the class's
- * offset plus the slab's colour (slab_lk/geometry.h); the owner map publishes it last
- * (slab_lk/map.h). A slab goes back, with no lock held, once it is empty and the retain policy
+ * offset plus the slab's colour (slab_lk/geometry.h); or, for a class whose objects fill the slab
+ * exactly (offslab), the descriptor is a record of the map's (slab_lk/map.h) and the objects start
+ * at the slab's start. The owner map publishes the slab last (slab_lk/map.h). A slab goes back, with no lock held, once it is empty and the retain policy
  * (SM_RETAIN) does not keep it, or when the policy lets one more kept slab exceed
  * SM_OPT_EMPTY_MAX: evict then gives back the one the policy ranks first, rechecked in its class's
  * critical section. A class out of slabs steals one from another shard (slab_lk/shards.h) before it maps a new
@@ -32,31 +33,39 @@ SM_SLOWPATH struct SM_FN(slab) *SM_FN(slab_new)(struct SM_FN(class) *k, unsigned
         SM_FN(first_slab_of_shard)(k, cls);
     const struct SM_FN(geo) *g = &SM_FN(geometry)[cls];
     sm_mctx_t r = sm_mctx_alloc(k->slab_bytes, k->slab_bytes, 0);
-    struct SM_FN(slab) *s = (struct SM_FN(slab) *)SM_NEXT_FN(alloc)(&r);
-    if (!s)
+    char *base = (char *)SM_NEXT_FN(alloc)(&r);
+    if (!base)
         return NULL;
-    if (sm_ptr_aligned(s, k->slab_bytes)) {
+    if (sm_ptr_aligned(base, k->slab_bytes)) {
+        struct SM_FN(slab) *s = (struct SM_FN(slab) *)base, *desc = NULL;
+        if (g->offslab) {
+            SM_SYNC_FN(lock)(&SM_FN(obj).map_lock);
+            s = desc = SM_FN(desc_take)();
+            SM_SYNC_FN(unlock)(&SM_FN(obj).map_lock);
+        }
         /* The descriptor is complete before the map publishes it. */
-        s->prev = s->next = NULL;
-        s->objects = (char *)s + g->offset + SM_FN(slab_colour)(g, s);
-        s->home = k;
-        s->size = (uint32_t)SM_SIZECLASS_FN(class_to_size)(cls);
-        s->nobjs = s->nfree = g->nobjs;
-        s->bytes = k->slab_bytes;
-        unsigned full_words = g->nobjs / 64u, tail = g->nobjs % 64u, words = full_words + (tail != 0);
-        for (unsigned w = 0; w < full_words; w++)
-            s->free_bits[w] = ~(uint64_t)0;
-        if (tail)
-            s->free_bits[full_words] = ((uint64_t)1 << tail) - 1;
-        s->nonempty_words = words == 64 ? ~(uint64_t)0 : ((uint64_t)1 << words) - 1;
-        if (SM_FN(map_slab)(SM_FN(make_word)(s, cls), s, k->slab_bytes)) {
-            __atomic_add_fetch(&SM_FN(obj).slabs[cls], 1, __ATOMIC_RELAXED);
-            return s;
+        if (s) {
+            s->prev = s->next = NULL;
+            s->objects = base + g->offset + SM_FN(slab_colour)(g, base);
+            s->home = k;
+            s->size = (uint32_t)SM_SIZECLASS_FN(class_to_size)(cls);
+            s->nobjs = s->nfree = g->nobjs;
+            s->bytes = k->slab_bytes;
+            unsigned full_words = g->nobjs / 64u, tail = g->nobjs % 64u, words = full_words + (tail != 0);
+            for (unsigned w = 0; w < full_words; w++)
+                s->free_bits[w] = ~(uint64_t)0;
+            if (tail)
+                s->free_bits[full_words] = ((uint64_t)1 << tail) - 1;
+            s->nonempty_words = words == 64 ? ~(uint64_t)0 : ((uint64_t)1 << words) - 1;
+            if (SM_FN(map_slab)(SM_FN(make_word)(s, cls), base, k->slab_bytes, desc)) {
+                __atomic_add_fetch(&SM_FN(obj).slabs[cls], 1, __ATOMIC_RELAXED);
+                return s;
+            }
         }
     } else {
-        __atomic_store_n(&SM_FN(obj).bad_slab, s, __ATOMIC_RELAXED); /* raised after the section */
+        __atomic_store_n(&SM_FN(obj).bad_slab, base, __ATOMIC_RELAXED); /* raised after the section */
     }
-    sm_mctx_t back = sm_mctx_block(s, k->slab_bytes, SM_F_SIZED);
+    sm_mctx_t back = sm_mctx_block(base, k->slab_bytes, SM_F_SIZED);
     SM_NEXT_FN(free)(&back);
     return NULL;
 }
@@ -65,9 +74,12 @@ SM_SLOWPATH struct SM_FN(slab) *SM_FN(slab_new)(struct SM_FN(class) *k, unsigned
 SM_SLOWPATH void SM_FN(slab_release)(struct SM_FN(slab) *s)
 {
     size_t bytes = s->bytes;
-    __atomic_sub_fetch(&SM_FN(obj).slabs[SM_SIZECLASS_FN(size_to_class)(s->size)], 1, __ATOMIC_RELAXED);
-    SM_FN(map_slab)(0, s, bytes); /* clearing allocates nothing, so it cannot fail */
-    sm_mctx_t r = sm_mctx_block(s, bytes, SM_F_SIZED);
+    unsigned cls = SM_SIZECLASS_FN(size_to_class)(s->size);
+    const struct SM_FN(geo) *g = &SM_FN(geometry)[cls];
+    void *base = g->offslab ? (void *)s->objects : (void *)s;
+    __atomic_sub_fetch(&SM_FN(obj).slabs[cls], 1, __ATOMIC_RELAXED);
+    SM_FN(map_slab)(0, base, bytes, g->offslab ? s : NULL); /* clearing allocates nothing, so it cannot fail */
+    sm_mctx_t r = sm_mctx_block(base, bytes, SM_F_SIZED);
     SM_NEXT_FN(free)(&r);
 }
 

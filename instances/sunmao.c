@@ -6,9 +6,9 @@
  *   :: tlsf_glk(sync=spinlock, size_handle=[8 KiB+1, 2 MiB])    medium blocks, good fit, O(1)
  *   :: buddy_glk(sync=mutex, size_handle=[64 KiB, 64 KiB], layers' requests only)
  *                                                                the slabs: 64 KiB aligned to 64 KiB
- *   :: slab_lk(sync=spinlock, sizeclass=tc, size_handle=[0, 8 KiB])  objects, one lock per class
+ *   :: slab_lk(sync=spinlock, sizeclass=tc5, size_handle=[0, 8 KiB])  objects, one lock per class
  *                                                                and CPU shard, 2 empty slabs kept
- *   :: thread_cache(sizeclass=tc, size_handle=[0, 8 KiB])       no lock, no atomics, 1.5 MiB
+ *   :: thread_cache(sizeclass=tc5, size_handle=[0, 8 KiB])      no lock, no atomics, 1.5 MiB
  *   :: prof(sync=mutex)                                         heap profiles, off unless prof:true
  *   :: malloc_socket
  *
@@ -19,7 +19,7 @@
  * library (core/compiler.h); the pair and the suite's times unchanged. */
 #define SM_FORCE_INLINE 0
 #include <sunmao/policies/err/warn.h>
-#include <sunmao/policies/sizeclass/tc.h>
+#include <sunmao/policies/sizeclass/tc5.h>
 #include <sunmao/policies/sync/mutex.h>
 #include <sunmao/policies/sync/spinlock.h>
 
@@ -86,7 +86,7 @@
 #define SM_LAYER         sunmao_slab
 #define SM_NEXT          sunmao_pages
 #define SM_SYNC          spinlock
-#define SM_SIZECLASS     tc
+#define SM_SIZECLASS     tc5
 #define SM_ERR           warn
 #define SM_SIZE_MAX      (8u << 10)
 #define SM_OPT_SLAB_SIZE (64u << 10)
@@ -105,7 +105,7 @@
 #ifdef SM_INSTANCE_PERCPU
 #define SM_LAYER     sunmao_cache
 #define SM_NEXT      sunmao_slab
-#define SM_SIZECLASS tc
+#define SM_SIZECLASS tc5
 #define SM_ERR       warn
 #define SM_SIZE_MAX  (8u << 10)
 #define SM_OPT_BATCH_BYTES (16u << 10) /* as the thread cache's, below */
@@ -113,7 +113,7 @@
 #else
 #define SM_LAYER     sunmao_cache
 #define SM_NEXT      sunmao_slab
-#define SM_SIZECLASS tc
+#define SM_SIZECLASS tc5
 #define SM_ERR       warn
 #define SM_SIZE_MAX  (8u << 10)
 /* 1.5 MiB per thread, 1.5x the layer's default (TCMalloc allows up to 4 MiB). A thread whose

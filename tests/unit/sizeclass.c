@@ -7,6 +7,7 @@
 #include <sunmao/policies/sizeclass/prime.h>
 #include <sunmao/policies/sizeclass/tc.h>
 #include <sunmao/policies/sizeclass/tc8.h>
+#include <sunmao/policies/sizeclass/tc5.h>
 #include "tests/support/check.h"
 
 #define SM_SIZECLASS_NAME tri
@@ -38,6 +39,7 @@ typedef struct {
                                          P##_s2c, P##_c2s };
 WRAP(tc)
 WRAP(tc8)
+WRAP(tc5)
 WRAP(log2b)
 WRAP(prime)
 WRAP(tri)
@@ -120,6 +122,35 @@ static void tc8_policy(void)
     /* thread_cache stores classes in bytes */
     CHECK(sm_sizeclass_tc8_count <= 256);
 }
+static void tc5_policy(void)
+{
+    check_policy(&tc5_desc);
+    /* tc's classes, and three more: 9/8 of 1, 2 and 4 KiB */
+    unsigned extra = 0, t = 0;
+    for (unsigned c = 0; c < sm_sizeclass_tc5_count; c++) {
+        size_t s = sm_sizeclass_tc5_class_to_size(c);
+        if (t < sm_sizeclass_tc_count && s == sm_sizeclass_tc_class_to_size(t))
+            t++;
+        else {
+            CHECKF(s == 1152 || s == 2304 || s == 4608, "tc5: class %u of %zu is neither tc's nor one of the three", c, s);
+            extra++;
+        }
+    }
+    CHECKF(extra == 3 && t == sm_sizeclass_tc_count, "tc5: %u extra classes, %u of tc's", extra, t);
+    /* every size goes to the smallest class that holds it */
+    for (size_t s = 1; s <= 20000; s++) {
+        unsigned c = sm_sizeclass_tc5_size_to_class(s);
+        size_t got = sm_sizeclass_tc5_class_to_size(c);
+        CHECKF(got >= s && (c == 0 || sm_sizeclass_tc5_class_to_size(c - 1) < s), "tc5: size %zu -> class %u of %zu", s, c, got);
+        if (got < s)
+            break;
+    }
+    /* the sizes it is for: an 8-byte prefix on 1 KiB and 4 KiB, sqlite's 4360 B pages */
+    CHECK(sm_sizeclass_tc5_class_to_size(sm_sizeclass_tc5_size_to_class(1032)) == 1152);
+    CHECK(sm_sizeclass_tc5_class_to_size(sm_sizeclass_tc5_size_to_class(2056)) == 2304);
+    CHECK(sm_sizeclass_tc5_class_to_size(sm_sizeclass_tc5_size_to_class(4368)) == 4608);
+    CHECK(sm_sizeclass_tc5_count <= 256);
+}
 static void log2b_policy(void)
 {
     check_policy(&log2b_desc);
@@ -172,6 +203,7 @@ int main(void)
     check_begin("sizeclass");
     RUN_CASE(tc_policy);
     RUN_CASE(tc8_policy);
+    RUN_CASE(tc5_policy);
     RUN_CASE(log2b_policy);
     RUN_CASE(prime_policy);
     RUN_CASE(interval_three);

@@ -104,12 +104,14 @@ SM_INLINE bool SM_FN(map_slab)(uintptr_t word, void *base, size_t bytes, struct 
 {
     SM_SYNC_FN(lock)(&SM_FN(obj).map_lock);
     bool ok = true;
-    if (desc && word)
-        ok = sm_pagemap2_set(SM_FN(obj).desc_map, SM_FN(map_shift), base, 1, (uintptr_t)desc, SM_FN(map_node_alloc));
-    ok = ok && sm_pagemap2_set(SM_FN(obj).map, SM_FN(map_shift), base, bytes, word, SM_FN(map_node_alloc));
-    if (ok && word)
-        sm_pagemap2_window_note(&SM_FN(map_window), SM_FN(obj).map, SM_FN(map_shift), base);
-    if (!ok || !word) { /* undo the granules already set, or the slab goes back: clear it */
+    if (word) {
+        ok = (!desc || sm_pagemap2_set(SM_FN(obj).desc_map, SM_FN(map_shift), base, 1, (uintptr_t)desc,
+                                       SM_FN(map_node_alloc))) &&
+             sm_pagemap2_set(SM_FN(obj).map, SM_FN(map_shift), base, bytes, word, SM_FN(map_node_alloc));
+        if (ok)
+            sm_pagemap2_window_note(&SM_FN(map_window), SM_FN(obj).map, SM_FN(map_shift), base);
+    }
+    if (!word || !ok) { /* the slab goes back, or undo the granules already set */
         sm_pagemap2_set(SM_FN(obj).map, SM_FN(map_shift), base, bytes, 0, SM_FN(map_node_alloc));
         if (desc) {
             sm_pagemap2_set(SM_FN(obj).desc_map, SM_FN(map_shift), base, 1, 0, SM_FN(map_node_alloc));

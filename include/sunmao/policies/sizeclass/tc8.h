@@ -12,7 +12,8 @@
  * dear, and a program rarely has more than a handful of sizes this large live.
  * Not libsunmao's default: its price is a partly used slab more per class between 1 and 8 KiB, and
  * a program using all those sizes at once pays it (glibc-thread, random sizes: 4.3 -> 5.5 MiB, 1.3x),
- * which over the benchmark suite outweighs sqlite's gain (docs/default-allocator.md).
+ * which over the benchmark suite outweighs sqlite's gain (docs/default-allocator.md). libsunmao
+ * takes three of these classes, the ones just past 1, 2 and 4 KiB, and the same gain (tc5.h).
  * Why not below: eight classes per power of two from 128 B (96 classes) saved no more on sqlite
  * but made sh6bench (2000 live blocks of 1..1000 B per thread) 5x slower and glibc-thread 1.4x,
  * most likely because twice the lists share the thread cache's fixed byte budget (not traced).

@@ -551,9 +551,9 @@ static void out_of_memory(void)
     CHECKF(fk_oom_obj.live_blocks == 0 && fk_oom_obj.allocs == fk_oom_obj.frees, "%zu blocks leaked",
            fk_oom_obj.live_blocks);
 
-    /* map leaves (the owner map's and, 1 KiB objects filling their slabs, the descriptor map's),
-     * a block of descriptors and two slabs */
-    fk_oom_obj.limit_bytes = 2 * SM_PAGEMAP2_LEAF_BYTES + 4096 + 2 * 65536;
+    /* the owner map's leaf, the descriptor map's two nodes (1 KiB objects fill their slabs), a
+     * block of descriptors and two slabs */
+    fk_oom_obj.limit_bytes = SM_PAGEMAP2_LEAF_BYTES + 2 * SM_PAGEMAP_NODE_BYTES + 4096 + 2 * 65536;
     enum { MAX = 1000 };
     static void *objs[MAX + 2];
     int n = 0;
@@ -1094,16 +1094,23 @@ static void shard_max(void)
     CHECK(err_total() == 0 && fk_sm_obj.bad_frees == 0);
 }
 
-/* The owner map's leaves, and the descriptor map's, come from the next layer and are counted
- * (core/pagemap.h's SM_PAGEMAP_NODE_ALLOC): one per non-empty root entry, each an 8 MiB block of
- * the fake (which may hold 8 MiB blocks passed through as well). */
+/* The owner map's leaves and the descriptor map's nodes come from the next layer and are counted
+ * (core/pagemap.h's SM_PAGEMAP_NODE_ALLOC): a leaf per non-empty root entry, each an 8 MiB block of
+ * the fake (which may hold 8 MiB blocks passed through as well), and 32 KiB nodes. */
 #define MAP_NODES_ONE(SL, FK)                                                                       \
     do {                                                                                            \
         size_t leaves = 0, held = 0;                                                                \
         for (size_t i = 0; i < sizeof SL##_obj.map / sizeof *SL##_obj.map; i++)                     \
-            leaves += (SL##_obj.map[i] != NULL) + (SL##_obj.desc_map[i] != NULL);                   \
+            leaves += SL##_obj.map[i] != NULL;                                                      \
+        for (size_t i = 0; i < sizeof SL##_obj.desc_map.root / sizeof *SL##_obj.desc_map.root; i++) \
+            if (SL##_obj.desc_map.root[i]) {                                                        \
+                leaves++;                                                                           \
+                for (size_t j = 0; j < (1u << SM_PAGEMAP_NODE_BITS); j++)                           \
+                    leaves += SL##_obj.desc_map.root[i][j] != NULL;                                 \
+            }                                                                                       \
         for (size_t i = 0; i < FK##_obj.live_blocks; i++)                                           \
-            held += FK##_obj.blocks[i].size == SM_PAGEMAP2_LEAF_BYTES;                              \
+            held += FK##_obj.blocks[i].size == SM_PAGEMAP2_LEAF_BYTES ||                            \
+                    FK##_obj.blocks[i].size == SM_PAGEMAP_NODE_BYTES;                               \
         CHECKF(leaves >= 1 && SL##_obj.map_nodes == leaves && held >= leaves,                       \
                #SL ": %zu leaves in the map, %zu counted, %zu held below", leaves, SL##_obj.map_nodes, \
                held);                                                                               \

@@ -169,9 +169,10 @@ static struct {
     void *bad_slab;          /* a misaligned slab the next layer gave inside a section, to report */
     struct SM_FN(class) cls[SM_FN(shards) * SM_FN(class_count)]; /* shard-major (slab_lk/shards.h) */
     uintptr_t *map[SM_PAGEMAP2_ROOT_LEN(SM_FN(map_shift))];       /* the owner map (slab_lk/map.h) */
-    /* Slabs whose descriptors are kept outside them (geometry's offslab): slab start -> descriptor,
-     * and the descriptors not in use, linked through `next`; map lock (slab_lk/slabs.h). */
-    uintptr_t *desc_map[SM_PAGEMAP2_ROOT_LEN(SM_FN(map_shift))];
+    /* Slabs whose descriptors are kept outside them (geometry's offslab): slab start -> descriptor
+     * (three levels, 32 KiB nodes: read on slow paths only, and small where metadata is a static
+     * pool), and the descriptors not in use, linked through `next`; map lock (slab_lk/map.h). */
+    sm_pagemap_t desc_map;
     struct SM_FN(slab) *desc_free;
     size_t desc_pages;       /* metadata blocks carved into descriptors; map lock */
 } SM_FN(obj) = {

@@ -49,7 +49,7 @@ SM_HOT struct SM_FN(slab) *SM_FN(word_slab)(uintptr_t w, const struct SM_FN(geo)
 {
     uintptr_t base = SM_FN(word_base)(w, g);
     if (sm_unlikely(g->offslab))
-        return (struct SM_FN(slab) *)sm_pagemap2_get(SM_FN(obj).desc_map, SM_FN(map_shift), (const void *)base);
+        return (struct SM_FN(slab) *)sm_pagemap_get(&SM_FN(obj).desc_map, SM_FN(map_shift), (const void *)base);
     return (struct SM_FN(slab) *)base;
 }
 /* The index of the object starting at p in the slab of word w: below g->nobjs exactly when p is an
@@ -105,8 +105,8 @@ SM_INLINE bool SM_FN(map_slab)(uintptr_t word, void *base, size_t bytes, struct 
     SM_SYNC_FN(lock)(&SM_FN(obj).map_lock);
     bool ok = true;
     if (word) {
-        ok = (!desc || sm_pagemap2_set(SM_FN(obj).desc_map, SM_FN(map_shift), base, 1, (uintptr_t)desc,
-                                       SM_FN(map_node_alloc))) &&
+        ok = (!desc || sm_pagemap_set(&SM_FN(obj).desc_map, SM_FN(map_shift), base, 1, (uintptr_t)desc,
+                                      SM_FN(map_node_alloc))) &&
              sm_pagemap2_set(SM_FN(obj).map, SM_FN(map_shift), base, bytes, word, SM_FN(map_node_alloc));
         if (ok)
             sm_pagemap2_window_note(&SM_FN(map_window), SM_FN(obj).map, SM_FN(map_shift), base);
@@ -114,7 +114,7 @@ SM_INLINE bool SM_FN(map_slab)(uintptr_t word, void *base, size_t bytes, struct 
     if (!word || !ok) { /* the slab goes back, or undo the granules already set */
         sm_pagemap2_set(SM_FN(obj).map, SM_FN(map_shift), base, bytes, 0, SM_FN(map_node_alloc));
         if (desc) {
-            sm_pagemap2_set(SM_FN(obj).desc_map, SM_FN(map_shift), base, 1, 0, SM_FN(map_node_alloc));
+            sm_pagemap_set(&SM_FN(obj).desc_map, SM_FN(map_shift), base, 1, 0, SM_FN(map_node_alloc));
             SM_FN(desc_put)(desc);
         }
     }

@@ -595,17 +595,23 @@ SM_SLOWPATH size_t SM_FN(drain_here)(void)
     return bytes;
 }
 
-/* Bytes cached on cpu, read without stopping it (a moment old). */
+/* Objects of class cls cached on cpu, read without stopping it (a moment old); 0 for a class with
+ * no room on the CPUs. */
+SM_INLINE unsigned SM_FN(cached_count)(long cpu, unsigned cls)
+{
+    unsigned begin = SM_FN(obj).begin[cls];
+    if (!begin)
+        return 0;
+    unsigned top = __atomic_load_n(SM_FN(header)(cpu, cls), __ATOMIC_RELAXED) & 0xffff;
+    return top >= begin ? top - (begin - 1u) : 0;
+}
+
+/* Bytes cached on cpu, as cached_count. */
 SM_INLINE size_t SM_FN(cached_bytes)(long cpu)
 {
     size_t bytes = 0;
-    for (unsigned cls = 0; cls < SM_FN(class_count); cls++) {
-        if (!SM_FN(obj).begin[cls])
-            continue;
-        unsigned top = __atomic_load_n(SM_FN(header)(cpu, cls), __ATOMIC_RELAXED) & 0xffff;
-        if (top >= SM_FN(obj).begin[cls])
-            bytes += (size_t)(top - (SM_FN(obj).begin[cls] - 1u)) * SM_FN(obj).class_bytes[cls];
-    }
+    for (unsigned cls = 0; cls < SM_FN(class_count); cls++)
+        bytes += (size_t)SM_FN(cached_count)(cpu, cls) * SM_FN(obj).class_bytes[cls];
     return bytes;
 }
 
@@ -697,10 +703,7 @@ SM_INLINE void SM_FN(stats)(sm_stats_t *s)
             continue;
         s->percpu_slabs++;
         for (unsigned cls = 0; cls < SM_FN(class_count); cls++) {
-            if (!SM_FN(obj).begin[cls])
-                continue;
-            uint32_t h = __atomic_load_n(SM_FN(header)(cpu, cls), __ATOMIC_RELAXED);
-            unsigned top = h & 0xffff, n = top >= SM_FN(obj).begin[cls] ? top - (SM_FN(obj).begin[cls] - 1u) : 0;
+            unsigned n = SM_FN(cached_count)(cpu, cls);
             if (!n)
                 continue;
             size_t size = SM_FN(obj).class_bytes[cls];

@@ -27,10 +27,8 @@ enum {
 };
 
 /* From 1 KiB to 8 KiB: a size's eighth of its power of two (the three bits below its leading one)
- * -> its class among the five, and the five class sizes in 128-byte units. */
+ * -> its class among the five. */
 static const unsigned char sm_sizeclass_tc5_of_eighth[8] = { 0, 1, 2, 2, 3, 3, 4, 4 };
-static const unsigned short sm_sizeclass_tc5_sizes[15] = { 9,  10, 12, 14, 16, 18, 20, 24,
-                                                           28, 32, 36, 40, 48, 56, 64 };
 
 SM_INLINE unsigned sm_sizeclass_tc5_size_to_class(size_t size)
 {
@@ -46,18 +44,16 @@ SM_INLINE unsigned sm_sizeclass_tc5_size_to_class(size_t size)
     return sm_sizeclass_tc5_five_end + (e - 13) * 4 + (unsigned)((below >> (e - 2)) & 3);
 }
 
-SM_INLINE size_t sm_sizeclass_tc5_class_to_size(unsigned cls)
-{
-    if (cls < sm_sizeclass_tc5_small_classes)
-        return (size_t)(cls + 1) << 4;
-    if (cls < sm_sizeclass_tc5_five_first) {
-        unsigned k = cls - sm_sizeclass_tc5_small_classes;
-        return (size_t)(5 + (k & 3)) << (5 + (k >> 2));
-    }
-    if (cls < sm_sizeclass_tc5_five_end)
-        return (size_t)sm_sizeclass_tc5_sizes[cls - sm_sizeclass_tc5_five_first] << 7;
-    unsigned k = cls - sm_sizeclass_tc5_five_end;
-    return (size_t)(5 + (k & 3)) << (11 + (k >> 2));
-}
+/* Every class's size in 16-byte units: the reverse mapping is one load (getmeta, realloc in place
+ * and malloc_usable_size ask it), where tc's formula takes three ranges' branches. */
+static const unsigned short sm_sizeclass_tc5_units[sm_sizeclass_tc5_count] = {
+    1, 2, 3, 4, 5, 6, 7, 8, 10, 12, 14,
+    16, 20, 24, 28, 32, 40, 48, 56, 64, 72, 80,
+    96, 112, 128, 144, 160, 192, 224, 256, 288, 320, 384,
+    448, 512, 640, 768, 896, 1024, 1280, 1536, 1792, 2048, 2560,
+    3072, 3584, 4096, 5120, 6144, 7168, 8192, 10240, 12288, 14336, 16384,
+};
+
+SM_INLINE size_t sm_sizeclass_tc5_class_to_size(unsigned cls) { return (size_t)sm_sizeclass_tc5_units[cls] << 4; }
 
 #endif

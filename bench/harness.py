@@ -838,7 +838,32 @@ set multiplot layout 1,2
 
 
 # ---------------------------------------------------------------- main
+def rerender(path):
+    """REPORT_FROM: the report of an earlier run written again from its results.json (the tables and
+    sections of this version of the harness, the run's own machine facts), nothing run."""
+    global QUICK
+    try:
+        with open(path) as f:
+            js = json.load(f)
+        cfg = js["config"]
+        QUICK = bool(cfg["quick"])
+        data = {}
+        for k, v in js["runs"].items():
+            w, a = k.split("/", 1)
+            data[(w, a)] = v
+        allocs, ws = cfg["allocators"], cfg["workloads"]
+    except (OSError, ValueError, KeyError, TypeError) as e:
+        die("REPORT_FROM=%s: not a results.json of bench/run.sh (%s)" % (path, e))
+    baseline = ENV.get("BASELINE", "") or cfg["baseline"]
+    if baseline not in {a["name"] for a in allocs}:
+        die("BASELINE=%s is not among the allocators of %s" % (baseline, path))
+    report(ws, allocs, baseline, cfg["rounds"], cfg["timeout_s"], data, cfg["wall_s"], info=js.get("machine"))
+    return 0
+
+
 def main():
+    if ENV.get("REPORT_FROM"):
+        return rerender(ENV["REPORT_FROM"])
     allocs, problems = discover_allocators()
     want = ENV.get("ALLOCS", "").replace(",", " ").split()
     allocs += wcetstat_variants(want, allocs, problems)
@@ -958,10 +983,113 @@ def smoke(allocs, problems):
     return 1 if nbad else 0
 
 
-def report(ws, allocs, baseline, rounds, timeout, data, wall):
+def against_peers(tw, allocs, summ):
+    """Where each sunmao instance stands against the peers measured in the same run (issue 20's
+    targets): per workload the fastest peer's time and the leanest peer's peak RSS (glibc counts as
+    a peer), and per instance the geometric means against the fastest and the leanest peer overall.
+    Returns None when the run has no peer or no instance."""
+    peers = [a["name"] for a in allocs if a["kind"] in ("baseline", "peer")]
+    insts = [a["name"] for a in allocs if a["kind"] == "sunmao"]
+    if not peers or not insts:
+        return None
+
+    def ok(w, a):
+        s = summ.get((w, a))
+        return s if s and s["ok"] else None
+
+    def best(w, field):  # (peer, value) with the least median among the peers that succeeded; ties: the first
+        cand = [(ok(w, a)[field], i, a) for i, a in enumerate(peers) if ok(w, a)]
+        return (min(cand)[2], min(cand)[0]) if cand else (None, None)
+
+    def common(field):  # the workloads of the field's geomean that every peer and instance completed
+        return [w["name"] for w in tw if field in w.get("geo", ("time", "rss"))
+                and all(ok(w["name"], a) and ok(w["name"], a)[field] > 0 for a in peers + insts)]
+
+    def geo_vs(a, peer, field):  # geomean of a/peer over common(field)
+        rs = [ok(w, a)[field] / ok(w, peer)[field] for w in common(field)]
+        return geomean(rs), len(rs)
+
+    def overall(field):  # the peer with the least geomean against the first peer, over common(field)
+        return min((geo_vs(a, peers[0], field)[0] or float("inf"), i, a) for i, a in enumerate(peers))[2]
+
+    rows = []
+    for w in tw:
+        bt, brss = best(w["name"], "time"), best(w["name"], "rss")
+        cells = {}
+        for i in insts:
+            s = ok(w["name"], i)
+            g = ok(w["name"], "glibc")
+            cells[i] = None if not s else {
+                "time_vs_best": s["time"] / bt[1] if bt[1] else None,
+                "rss_vs_glibc": s["rss"] / g["rss"] if g and g["rss"] else None,
+                "rss_vs_leanest": s["rss"] / brss[1] if brss[1] else None}
+        rows.append({"workload": w["name"], "best_time": bt, "best_rss": brss, "cells": cells,
+                     "in_geo": "time" in w.get("geo", ("time", "rss"))})
+    fastest, leanest = overall("time"), overall("rss")
+    summary = {}
+    for i in insts:
+        behind = sorted(((r["cells"][i]["time_vs_best"], r["workload"], r["best_time"][0]) for r in rows
+                         if r["cells"][i] and r["cells"][i]["time_vs_best"] and round(r["cells"][i]["time_vs_best"], 2) > 1.0),
+                        reverse=True)
+        heavy = sorted(((r["cells"][i]["rss_vs_glibc"], r["workload"]) for r in rows
+                        if r["cells"][i] and r["cells"][i]["rss_vs_glibc"] and round(r["cells"][i]["rss_vs_glibc"], 2) > 1.3),
+                       reverse=True)
+        summary[i] = {"time_vs_fastest": geo_vs(i, fastest, "time"), "rss_vs_glibc": geo_vs(i, "glibc", "rss")
+                      if "glibc" in peers else (None, 0), "rss_vs_leanest": geo_vs(i, leanest, "rss"),
+                      "measured": sum(1 for r in rows if r["cells"][i] and r["cells"][i]["time_vs_best"]),
+                      "behind": behind, "heavy": heavy}
+    return {"insts": insts, "fastest": fastest, "leanest": leanest, "rows": rows, "summary": summary}
+
+
+def against_peers_md(ap):
+    md = ["## Against the best peer", "",
+          "Each sunmao instance against the peers of this run (glibc included): its median time over the "
+          "fastest peer's on each workload, its peak RSS over glibc's and over the leanest peer's; the geometric "
+          "means are over the workloads of the tables' geomeans that every peer and instance completed, against the "
+          "peer whose own geomean there is the least (fastest: **%s**; leanest: **%s**)." % (ap["fastest"], ap["leanest"]),
+          ""]
+    for i in ap["insts"]:
+        s = ap["summary"][i]
+
+        def g(x):
+            return "%.3f (%d workloads)" % (x[0], x[1]) if x[0] else "–"
+        md.append("- **%s**: time %s the fastest peer's; peak RSS %s glibc's, %s the leanest peer's. At or under "
+                  "the best peer's time on %d of %d workloads%s. Above 1.3x glibc's RSS: %s." % (
+                      i, g(s["time_vs_fastest"]), g(s["rss_vs_glibc"]), g(s["rss_vs_leanest"]),
+                      s["measured"] - len(s["behind"]), s["measured"],
+                      ("; behind on " + ", ".join("%s %.2fx (%s)" % (w, r, p) for r, w, p in s["behind"]))
+                      if s["behind"] else "", ", ".join("%s %.2fx" % (w, r) for r, w in s["heavy"]) or "none"))
+    md.append("")
+    md.append("| workload | fastest peer (s) | leanest peer (MiB) | " +
+              " | ".join("%s: time / fastest, RSS / glibc, RSS / leanest" % i for i in ap["insts"]) + " |")
+    md.append("|---|---|---|" + "---:|" * len(ap["insts"]))
+    for r in ap["rows"]:
+        bt, br = r["best_time"], r["best_rss"]
+        cells = []
+        for i in ap["insts"]:
+            c = r["cells"][i]
+            if not c:
+                cells.append("FAIL")
+                continue
+            t = c["time_vs_best"]
+            cells.append("%s, %s, %s" % (("**%.2fx**" if t and round(t, 2) > 1.0 else "%.2fx") % t if t else "–",
+                                         ("**%.2fx**" if c["rss_vs_glibc"] and round(c["rss_vs_glibc"], 2) > 1.3 else "%.2fx") %
+                                         c["rss_vs_glibc"] if c["rss_vs_glibc"] else "–",
+                                         "%.2fx" % c["rss_vs_leanest"] if c["rss_vs_leanest"] else "–"))
+        md.append("| %s%s | %s | %s | %s |" % (r["workload"], "" if r["in_geo"] else " (not in the geomeans)",
+                                               "%s %.3f" % (bt[0], bt[1]) if bt[0] else "–",
+                                               "%s %.1f" % (br[0], br[1] / 1024) if br[0] else "–", " | ".join(cells)))
+    md.append("")
+    return md
+
+
+def report(ws, allocs, baseline, rounds, timeout, data, wall, info=None):
+    """Prints the tables and writes the report and its raw data; info: the machine facts to state
+    (default: this machine's now; a re-rendered report keeps its run's)."""
     names = [a["name"] for a in allocs]
     summ = {(w["name"], a): summarise(data.get((w["name"], a), [])) for w in ws for a in names}
     tw = [w for w in ws if w["group"] != "latency"] + [w for w in ws if w["group"] == "latency"]
+    ap = against_peers(tw, allocs, summ)
 
     def ratio(w, a, field):
         s, b = summ[(w, a)], summ[(w, baseline)]
@@ -1075,6 +1203,17 @@ def report(ws, allocs, baseline, rounds, timeout, data, wall):
             note = known_fail_note(w, a, why)
             if note:
                 lines.append("    known: " + note)
+    if ap:
+        lines.append("")
+        lines.append("== against the best peer (fastest: %s, leanest: %s) ==" % (ap["fastest"], ap["leanest"]))
+        for i in ap["insts"]:
+            sm = ap["summary"][i]
+            lines.append("%s: geomean time %s x the fastest peer's, RSS %s x glibc's; at or under the best peer's time "
+                         "on %d of %d; behind: %s" % (
+                             i, "%.3f" % sm["time_vs_fastest"][0] if sm["time_vs_fastest"][0] else "-",
+                             "%.3f" % sm["rss_vs_glibc"][0] if sm["rss_vs_glibc"][0] else "-",
+                             sm["measured"] - len(sm["behind"]), sm["measured"],
+                             ", ".join("%s %.2f" % (w, r) for r, w, _ in sm["behind"]) or "none"))
     print("\n".join(lines))
 
     # ---- files
@@ -1082,7 +1221,7 @@ def report(ws, allocs, baseline, rounds, timeout, data, wall):
     stamp = datetime.datetime.now().strftime("%Y-%m-%d-%H%M%S")
     outdir = os.path.join(resdir, stamp)
     os.makedirs(outdir, exist_ok=True)
-    info = machine_info()
+    info = info or machine_info()
     with open(os.path.join(outdir, "runs.csv"), "w", newline="") as f:
         cw = csv.writer(f)
         cw.writerow(["round", "workload", "allocator", "ok", "elapsed_s", "peak_rss_kib", "reason", "metrics"])
@@ -1112,6 +1251,8 @@ def report(ws, allocs, baseline, rounds, timeout, data, wall):
           "geomean": {a: {"time": geo[(a, "time")][0], "rss": geo[(a, "rss")][0], "cases": geo[(a, "time")][1],
                           "failures": nfail[a]} for a in names},
           "runs": {"%s/%s" % k: v for k, v in data.items()}}
+    if ap:
+        js["against_peers"] = {"fastest": ap["fastest"], "leanest": ap["leanest"], "summary": ap["summary"]}
     with open(os.path.join(outdir, "results.json"), "w") as f:
         json.dump(js, f, indent=1, sort_keys=True)
 
@@ -1192,6 +1333,8 @@ def report(ws, allocs, baseline, rounds, timeout, data, wall):
             md.append("")
         md.append("![%s](%s/%s.svg)" % (title, stamp, field))
         md.append("")
+    if ap:
+        md += against_peers_md(ap)
     notes = [(w, a, known_fail_note(w, a, why)) for w, a, why in fails]
     notes = [n for n in notes if n[2]]
     if notes:
@@ -1530,6 +1673,7 @@ Environment (bench/run.sh --help has the meaning of each):
   ALLOCS, BENCH           allocators and workloads to run (default: all)
   BASELINE, ROUNDS, TIMEOUT, RESULTS_DIR
   QUICK, SMOKE, STRICT    1 to turn on
+  REPORT_FROM             an earlier run's results.json: write its report again, run nothing
 """
 
 

@@ -23,6 +23,8 @@ Options (each has an environment variable of the same meaning; options win):
   --results DIR      RESULTS_DIR=DIR  where the report goes (default bench/results)
   --strict           STRICT=1      exit 1 when any case is FAIL (default: report and exit 0)
   --list                           list workloads and allocators, run nothing
+  --from FILE        REPORT_FROM=FILE  write the report of an earlier run again from its results.json
+                                   (this version's tables, e.g. after a harness change), run nothing
   -h, --help                       this text
 Also read: BUILD (build dir, default build), INSTANCES (sunmao instances; each needs
 $BUILD/lib<name>.so; default: every instances/*.c).
@@ -38,20 +40,22 @@ while [ $# -gt 0 ]; do
         --smoke) export SMOKE=1 ;;
         --strict) export STRICT=1 ;;
         --list) LIST=1 ;;
-        --bench|--allocs|--baseline|--rounds|--timeout|--results)
+        --bench|--allocs|--baseline|--rounds|--timeout|--results|--from)
             [ $# -ge 2 ] || { echo "bench/run.sh: $1 needs a value (see --help)" >&2; exit 2; }
             case "$1" in
                 --bench) export BENCH="$2" ;; --allocs) export ALLOCS="$2" ;;
                 --baseline) export BASELINE="$2" ;; --rounds) export ROUNDS="$2" ;;
                 --timeout) export TIMEOUT="$2" ;; --results) export RESULTS_DIR="$2" ;;
+                --from) export REPORT_FROM="$2" ;;
             esac
             shift ;;
-        --bench=*|--allocs=*|--baseline=*|--rounds=*|--timeout=*|--results=*)
+        --bench=*|--allocs=*|--baseline=*|--rounds=*|--timeout=*|--results=*|--from=*)
             v="${1#*=}"
             case "$1" in
                 --bench=*) export BENCH="$v" ;; --allocs=*) export ALLOCS="$v" ;;
                 --baseline=*) export BASELINE="$v" ;; --rounds=*) export ROUNDS="$v" ;;
                 --timeout=*) export TIMEOUT="$v" ;; --results=*) export RESULTS_DIR="$v" ;;
+                --from=*) export REPORT_FROM="$v" ;;
             esac ;;
         -h|--help) usage; exit 0 ;;
         *) echo "bench/run.sh: unknown option '$1' (see --help)" >&2; exit 2 ;;
@@ -62,6 +66,11 @@ for v in ROUNDS TIMEOUT; do
     val="${!v:-}"
     [ -z "$val" ] || [[ "$val" =~ ^[1-9][0-9]*$ ]] || { echo "bench/run.sh: $v must be a positive integer, got '$val'" >&2; exit 2; }
 done
+if [ -n "${REPORT_FROM:-}" ]; then
+    [ -r "$REPORT_FROM" ] || { echo "bench/run.sh: --from: cannot read '$REPORT_FROM'" >&2; exit 2; }
+    command -v python3 >/dev/null || { echo "bench/run.sh: 'python3' not found (run tools/ensure-deps.sh bench)" >&2; exit 2; }
+    exec python3 bench/harness.py
+fi
 for tool in gcc python3 timeout; do
     command -v "$tool" >/dev/null || { echo "bench/run.sh: '$tool' not found (run tools/ensure-deps.sh bench)" >&2; exit 2; }
 done

@@ -1926,6 +1926,24 @@ WF_EXPORT void WF_API(free_aligned_sized)(void *ptr, size_t align, size_t size)
 }
 
 #ifndef SM_PREFIX
+/* glibc's own names for its allocator (__libc_malloc ..., cfree), bound to this one as malloc_socket
+ * binds them: a block crosses between the two families both ways. */
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmissing-attributes" /* glibc's caller hints; the same function */
+#endif
+WF_EXPORT void *__libc_malloc(size_t size) __attribute__((alias("malloc")));
+WF_EXPORT void __libc_free(void *ptr) __attribute__((alias("free")));
+WF_EXPORT void cfree(void *ptr) __attribute__((alias("free")));
+WF_EXPORT void *__libc_calloc(size_t n, size_t size) __attribute__((alias("calloc")));
+WF_EXPORT void *__libc_realloc(void *ptr, size_t size) __attribute__((alias("realloc")));
+WF_EXPORT void *__libc_memalign(size_t align, size_t size) __attribute__((alias("memalign")));
+WF_EXPORT void *__libc_valloc(size_t size) __attribute__((alias("valloc")));
+WF_EXPORT void *__libc_pvalloc(size_t size) __attribute__((alias("pvalloc")));
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic pop
+#endif
+
 /* For the C++ operator shim linked into the drop-in library (src/cxx/new_delete.cc), hidden so it
  * always pairs with this library's allocator. */
 __attribute__((visibility("hidden"))) void *sm_cxx_alloc(size_t size, size_t align)

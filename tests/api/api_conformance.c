@@ -725,6 +725,63 @@ static void free_aligned_sized(void)
     p_free_aligned_sized(NULL, 64, 0);
 }
 
+#ifndef SM_TEST_PREFIX
+/* glibc's internal names (__libc_malloc ..., and cfree of old binaries) are the same allocator as
+ * malloc's: blocks cross between the two families both ways, contents intact, and under a preload
+ * each name resolves to the instance's library. */
+static void libc_internal_names(void)
+{
+    const char *want = getenv("SM_EXPECT_MALLOC_FROM");
+    void *(*l_malloc)(size_t) = NULL, *(*l_calloc)(size_t, size_t) = NULL, *(*l_realloc)(void *, size_t) = NULL;
+    void *(*l_memalign)(size_t, size_t) = NULL, *(*l_valloc)(size_t) = NULL, *(*l_pvalloc)(size_t) = NULL;
+    void (*l_free)(void *) = NULL, (*l_cfree)(void *) = NULL;
+    static const char *const names[] = { "__libc_malloc", "__libc_free",    "__libc_calloc", "__libc_realloc",
+                                         "__libc_memalign", "__libc_valloc", "__libc_pvalloc", "cfree" };
+    void **slots[] = { (void **)&l_malloc,   (void **)&l_free,   (void **)&l_calloc,  (void **)&l_realloc,
+                       (void **)&l_memalign, (void **)&l_valloc, (void **)&l_pvalloc, (void **)&l_cfree };
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
+        *slots[i] = dlsym(RTLD_DEFAULT, names[i]);
+        Dl_info info;
+        if (want && *slots[i]) {
+            const char *base = strrchr(want, '/') ? strrchr(want, '/') + 1 : want;
+            CHECKF(dladdr(*slots[i], &info) && info.dli_fname && strstr(info.dli_fname, base),
+                   "%s resolves to %s, not %s", names[i], info.dli_fname ? info.dli_fname : "?", want);
+        }
+        /* glibc's cfree is a compat symbol, which dlsym may not return: then there is none to test */
+        CHECKF(*slots[i] || (i == 7 && !want), "%s: not found", names[i]);
+    }
+    if (!l_malloc || !l_free || !l_calloc || !l_realloc || !l_memalign || !l_valloc || !l_pvalloc)
+        return;
+    size_t page = page_size();
+    for (size_t n = 1; n <= 70000; n = n * 3 + 5) {
+        unsigned char *a = l_malloc(n), *b = f_malloc(n);
+        CHECKF(a && b, "__libc_malloc/malloc(%zu) = %p, %p", n, (void *)a, (void *)b);
+        if (!a || !b)
+            return;
+        seed_fill(a, n, 41);
+        seed_fill(b, n, 42);
+        a = f_realloc(a, 2 * n);  /* a __libc_malloc block through realloc */
+        b = l_realloc(b, 2 * n);  /* a malloc block through __libc_realloc */
+        CHECKF(a && b && !seed_mismatch(a, n, 41) && !seed_mismatch(b, n, 42), "contents lost across the families (%zu)", n);
+        f_free(a);  /* and freed by the other family */
+        l_free(b);
+        unsigned char *c = l_calloc(n, 1);
+        CHECKF(c && all_bytes(c, n, 0), "__libc_calloc(%zu, 1) not zeroed", n);
+        f_free(c);
+        void *m = l_memalign(256, n), *v = l_valloc(n), *pv = l_pvalloc(n);
+        CHECKF(m && aligned(m, 256) && v && aligned(v, page) && pv && aligned(pv, page),
+               "__libc_memalign/valloc/pvalloc(%zu): %p %p %p", n, m, v, pv);
+        CHECKF(!pv || f_usable(pv) >= (n + page - 1) / page * page, "__libc_pvalloc(%zu) not rounded to pages", n);
+        f_free(m);
+        f_free(v);
+        if (l_cfree)
+            l_cfree(pv);
+        else
+            f_free(pv);
+    }
+}
+#endif
+
 int main(void)
 {
     check_begin(PROGRAM);
@@ -754,6 +811,9 @@ int main(void)
     RUN_CASE(usable_size);
     RUN_CASE(free_null_noop);
     RUN_CASE(free_preserves_errno);
+#ifndef SM_TEST_PREFIX
+    RUN_CASE(libc_internal_names);
+#endif
 
 #ifdef SM_TEST_PREFIX
     p_free_sized = ALLOC(free_sized);

@@ -5,7 +5,8 @@
  * (docs/reliability.md has the table, with glibc's and the peers' answers).
  *   free_stack        free() of a local variable's address
  *   free_interior     free() of a pointer 16 bytes into a live 64-byte block
- *   free_libc         free() of a block from the C library's own malloc (__libc_malloc)
+ *   free_libc         free() of a block from the C library's own malloc (dlsym in libc.so.6: its
+ *                     __libc_malloc is the preloaded allocator's in sunmao, tcmalloc and mimalloc)
  *   free_mmap         free() of a page from mmap
  *   double_free_now   a block freed twice in a row
  *   double_free_later a block freed, 100 other requests served, then freed again
@@ -18,6 +19,7 @@
  *                     (NULL + EINVAL), memalign(24, 64) (a block aligned to 32, as glibc rounds)
  * After each probe the child goes on allocating and freeing (a sound allocator is still usable:
  * a crash there is a crash of the probe). */
+#include <dlfcn.h>
 #include <errno.h>
 #include <malloc.h>
 #include <stdint.h>
@@ -38,7 +40,6 @@
 #endif
 #endif
 
-extern void *__libc_malloc(size_t);
 static void *(*volatile f_malloc)(size_t) = malloc;
 static void (*volatile f_free)(void *) = free;
 static void *(*volatile f_realloc)(void *, size_t) = realloc;
@@ -62,7 +63,16 @@ static void probe_free_interior(void)
     f_free(p + 16);
     f_free(p);
 }
-static void probe_free_libc(void) { f_free(__libc_malloc(64)); }
+static void probe_free_libc(void)
+{
+    void *libc = dlopen("libc.so.6", RTLD_NOW | RTLD_NOLOAD);
+    void *(*libc_malloc)(size_t) = libc ? (void *(*)(size_t))dlsym(libc, "malloc") : NULL;
+    if (!libc_malloc) {
+        wrong("the C library's malloc not found");
+        return;
+    }
+    f_free(libc_malloc(64));
+}
 static void probe_free_mmap(void)
 {
     void *p = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);

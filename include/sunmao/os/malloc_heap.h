@@ -2,9 +2,9 @@
  *
  * Parameters: SM_LAYER. Slots: err (required: invalid and double frees). Options:
  *   SM_OPT_MALLOC_FN, SM_OPT_FREE_FN, SM_OPT_MEMALIGN_FN  the functions to use, all three together
- *       (defaults: glibc's __libc_malloc, __libc_free, __libc_memalign, which are exported for this
- *       purpose and bypass symbol interposition, so the layer works inside a library that itself
- *       replaces malloc without calling itself back)
+ *       (defaults: glibc's __libc_malloc, __libc_free, __libc_memalign, which the library this
+ *       layer is built into leaves to the C library (malloc_socket.h), so the layer works inside a
+ *       library that itself replaces malloc without calling itself back)
  * Properties: thread-safe (the C library's allocator is), 16-byte alignment, not zero-filled.
  * Fork: the C library's allocator keeps itself fork-safe; the hooks have nothing to lock.
  *
@@ -53,6 +53,10 @@ void *__libc_memalign(size_t align, size_t size);
 #if !defined(SM_OPT_FREE_FN) || !defined(SM_OPT_MEMALIGN_FN)
 #error "malloc_heap: SM_OPT_MALLOC_FN, SM_OPT_FREE_FN and SM_OPT_MEMALIGN_FN go together"
 #endif
+/* This composition gets its memory from another malloc: malloc_socket must then leave glibc's
+ * internal names (__libc_malloc ...) to the C library, which this layer or the allocator it wraps
+ * may be calling. */
+#define SM_COMPOSITION_WRAPS_MALLOC 1
 
 typedef struct SM_FN(hdr) { size_t size, tag; } SM_FN(hdr_t);
 

@@ -1837,8 +1837,15 @@ WF_EXPORT void *WF_API(realloc)(void *ptr, size_t size)
     }
     if (size <= usable && size >= usable / 2) /* fits, and wastes at most half */
         return ptr;
-    if (sl_resize(ptr, size))
-        return ptr;
+    /* A shrink that the parts keep whole (the block still fits its class) moves when more than
+     * half the block, and at least a page, would stay spare: as the framework's socket does. */
+    if (sl_resize(ptr, size)) {
+        if (size > usable)
+            return ptr;
+        size_t now = sock_usable(ptr, "realloc");
+        if (now / 2 < size || now - size < os_page_size())
+            return ptr;
+    }
     void *moved = sock_alloc(size, MIN_ALIGN, false);
     if (!moved)
         return size <= usable ? ptr : NULL; /* a shrink that cannot move still succeeds */

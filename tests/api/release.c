@@ -11,8 +11,8 @@
  *
  * Built plain (run it under LD_PRELOAD=lib<inst>.so), or with -DSM_TEST_PREFIX=sm_<inst>_ against
  * libsm_<inst>.a. A second argument raises the slack (MiB) for an allocator that pins more by
- * design (a quarantine of freed blocks: release.sh). Cases: medium_returned, large_returned_during_small_churn, small_returned,
- * malloc_trim_returns. */
+ * design (a quarantine of freed blocks: release.sh). Cases: medium_shrunk_returned_first, medium_returned,
+ * large_returned_during_small_churn, small_returned, medium_shrunk_returned, malloc_trim_returns. */
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -108,6 +108,18 @@ static double wait_for_rss(double target, int churn, uint64_t *seed, double *las
     return *last <= target ? now_s() - t0 : -1;
 }
 
+/* n blocks of sizes from size_fn, every page written: block i with (i & 0xff) | 1. */
+static void fill_blocks(const char *what, char **blocks, size_t n, size_t (*size_fn)(uint64_t *), uint64_t *seed)
+{
+    for (size_t i = 0; i < n; i++) {
+        size_t sz = size_fn(seed);
+        blocks[i] = ALLOC(malloc)(sz);
+        CHECKF(blocks[i] != NULL, "%s: malloc(%zu) failed", what, sz);
+        if (blocks[i])
+            memset(blocks[i], (int)(i & 0xff) | 1, sz);
+    }
+}
+
 /* One phase: n blocks of sizes from size_fn, every page touched, freed, then RSS watched. */
 static void phase(const char *what, size_t n, size_t (*size_fn)(uint64_t *), int churn, double keep)
 {
@@ -117,13 +129,7 @@ static void phase(const char *what, size_t n, size_t (*size_fn)(uint64_t *), int
     if (!blocks)
         return;
     double base = rss_mib();
-    for (size_t i = 0; i < n; i++) {
-        size_t sz = size_fn(&seed);
-        blocks[i] = ALLOC(malloc)(sz);
-        CHECKF(blocks[i] != NULL, "%s: malloc(%zu) failed", what, sz);
-        if (blocks[i])
-            memset(blocks[i], (int)(i & 0xff) | 1, sz);
-    }
+    fill_blocks(what, blocks, n, size_fn, &seed);
     double peak = rss_mib();
     for (size_t i = 0; i < n; i++) {
         if (blocks[i] && blocks[i][0] != (char)((i & 0xff) | 1))
@@ -149,6 +155,39 @@ static size_t small_size(uint64_t *s) { return 16 + (size_t)(rnd(s) % 497); }
 static void medium_returned(void) { phase("medium", 400, medium_size, 0, 0.10); }
 static void large_returned_during_small_churn(void) { phase("large", 10, large_size, 1, 0.10); }
 static void small_returned(void) { phase("small", 250000, small_size, 0, 0.10); }
+
+/* Blocks shrunk in place by realloc free their tails: those pages go back as a free's do, with the
+ * blocks still live and no request after the shrinks. Run first, before any free has started the
+ * release clock, and again after the other phases, with the clock asleep. */
+static void shrink_phase(const char *what)
+{
+    enum { N = 150 };
+    uint64_t seed = 0x51ab;
+    char *blocks[N];
+    double base = rss_mib();
+    fill_blocks(what, blocks, N, medium_size, &seed);
+    double peak = rss_mib();
+    for (size_t i = 0; i < N; i++) {
+        char *p = blocks[i] ? ALLOC(realloc)(blocks[i], 4096) : NULL;
+        CHECKF(!blocks[i] || p != NULL, "%s: realloc(%p, 4096) failed", what, (void *)blocks[i]);
+        if (p) {
+            blocks[i] = p;
+            for (size_t j = 0; j < 4096; j += 512)
+                CHECKF(p[j] == (char)((i & 0xff) | 1), "%s: block %zu lost byte %zu in the shrink", what, i, j);
+        }
+    }
+    double after = rss_mib(), target = base + (peak - base) * 0.10 + slack_mib, last = after;
+    double took = wait_for_rss(target, 0, &seed, &last);
+    printf("# %s: base %.1f MiB, peak %.1f, right after the shrinks %.1f, after waiting %.1f (target %.1f): %s\n", what,
+           base, peak, after, last, target, took >= 0 ? "reached" : "not reached");
+    CHECKF(peak - base > 20, "%s: the phase grew RSS by only %.1f MiB (nothing measured)", what, peak - base);
+    CHECKF(took >= 0, "%s: RSS %.1f MiB %d ms after shrinking %.1f MiB of blocks to 4 KiB each (base %.1f, target %.1f)",
+           what, last, wait_ms, peak - base, base, target);
+    for (size_t i = 0; i < N; i++)
+        ALLOC(free)(blocks[i]);
+}
+static void medium_shrunk_returned_first(void) { shrink_phase("shrunk, first"); }
+static void medium_shrunk_returned(void) { shrink_phase("shrunk"); }
 
 static void malloc_trim_returns(void)
 {
@@ -185,9 +224,11 @@ int main(int argc, char **argv)
     }
     void *warm = ALLOC(malloc)(100);
     ALLOC(free)(warm);
+    RUN_CASE(medium_shrunk_returned_first);
     RUN_CASE(medium_returned);
     RUN_CASE(large_returned_during_small_churn);
     RUN_CASE(small_returned);
+    RUN_CASE(medium_shrunk_returned);
     RUN_CASE(malloc_trim_returns);
     for (int i = 0; i < 256; i++)
         ALLOC(free)(churn_live[i]);

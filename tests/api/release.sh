@@ -31,6 +31,10 @@ for inst in $INSTANCES; do
     # blocks freed in random order, each pinning its page until it leaves (docs/security.md).
     slack=4
     grep -q 'layers/addon/delayed' "$SM_ROOT/instances/$inst.c" 2>/dev/null && slack=8
+    # slabbuddy's buddy heap serves medium blocks itself: a block shrunk in place to 4 KiB leaves
+    # its split-off halves of 4-32 KiB free but below the purge size (64 KiB), about 60 KiB a block
+    # until the block is freed and they merge again (docs/reliability.md).
+    [ "$inst" = slabbuddy ] && slack=8
     sm_run_each_way "$inst" "" "$bin" tests/api/release.c 120 "$wait_ms" "$slack"
 done
 exit "$SM_FAILED"

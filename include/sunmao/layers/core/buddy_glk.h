@@ -408,12 +408,14 @@ SM_INLINE void SM_FN(cs_resize)(void *arg)
         return;
     }
     if (ok && want < k) {
+        /* the largest half freed is the first, of order k - 1: the clock hears of it if it is worth
+         * a purge (a 256 KiB block shrunk to 4 KiB frees 128 + 64 + ... KiB) */
+        r->note = k - 1 >= SM_FN(purge_order);
         while (k > want) {
             k--;
             ch->state[(off + ((size_t)1 << k)) >> SM_FN(min_order)] = (uint8_t)(SM_BUDDY_FREE | k);
             SM_FN(push)(k, ch, off + ((size_t)1 << k), 0);
         }
-        r->note = k >= SM_FN(purge_order);
     } else if (ok && want > k) {
         for (unsigned j = k; ok && j < want; j++)
             ok = !(off & ((size_t)1 << j)) && ch->state[(off + ((size_t)1 << j)) >> SM_FN(min_order)] == (SM_BUDDY_FREE | j);

@@ -287,7 +287,7 @@ SM_INLINE bool SM_FN(getmeta)(sm_mctx_t *c)
     return true;
 }
 
-struct SM_FN(cs_resize) { void *ptr; size_t want; bool done; };
+struct SM_FN(cs_resize) { void *ptr; size_t want; bool done, note; };
 SM_INLINE void SM_FN(cs_resize)(void *arg)
 {
     struct SM_FN(cs_resize) *r = (struct SM_FN(cs_resize) *)arg;
@@ -307,7 +307,10 @@ SM_INLINE void SM_FN(cs_resize)(void *arg)
         SM_FN(set_prev_free)(SM_FN(bnext)(b), false);
     }
     if (r->want <= have) {
-        SM_FN(trim)(b, r->want);
+        /* A shrink frees the tail: dirty pages, which the release clock must hear of as a free's
+         * are (64 blocks of 1 MiB shrunk to 4 KiB stayed resident until malloc_trim). */
+        struct SM_FN(block) *rest = SM_FN(trim)(b, r->want);
+        r->note = rest && SM_FN(bsize)(rest) >= SM_FN(purge_block);
         r->done = true;
     }
 }
@@ -330,8 +333,10 @@ SM_INLINE bool SM_FN(resize)(sm_mctx_t *c, size_t n)
     size_t floor = (size_t)(SM_SIZE_MIN);
     if (n < floor)
         n = floor;
-    struct SM_FN(cs_resize) r = { c->ptr, SM_FN(block_size)(n), false };
+    struct SM_FN(cs_resize) r = { c->ptr, SM_FN(block_size)(n), false, false };
     SM_SYNC_FN(atomic_exec)(&SM_FN(obj).lock, SM_FN(cs_resize), &r);
+    if (r.note)
+        sm_release_note();
     return r.done;
 }
 

@@ -144,16 +144,17 @@ static inline struct SM_FN(block) *SM_FN(release_block)(struct SM_FN(block) *b)
     return b;
 }
 
-/* b is in use (in no list): give back its tail beyond `size` bytes if that tail can be a block. */
-static inline void SM_FN(trim)(struct SM_FN(block) *b, size_t size)
+/* b is in use (in no list): give back its tail beyond `size` bytes if that tail can be a block.
+ * Returns the free block the tail became part of (merged with a free successor), or NULL. */
+static inline struct SM_FN(block) *SM_FN(trim)(struct SM_FN(block) *b, size_t size)
 {
     size_t have = SM_FN(bsize)(b);
     if (have - size < SM_TLSF_MIN_BLOCK)
-        return;
+        return NULL;
     b->head = size | (b->head & SM_TLSF_PREV_FREE);
     struct SM_FN(block) *rest = SM_FN(bnext)(b);
     rest->head = have - size;
-    SM_FN(release_block)(rest);
+    return SM_FN(release_block)(rest);
 }
 
 /* Hand out free block b (in its list) with at least `size` bytes at an `align`-aligned payload. */
@@ -176,7 +177,7 @@ SM_INLINE void *SM_FN(carve)(struct SM_FN(block) *b, size_t size, size_t align)
         b->head &= ~(SM_TLSF_FREE | SM_TLSF_PURGED);
     }
     SM_FN(set_prev_free)(SM_FN(bnext)(b), false);
-    SM_FN(trim)(b, size);
+    (void)SM_FN(trim)(b, size); /* the tail of a free block: already on the clock, or never touched */
     return (char *)b + SM_TLSF_HDR;
 }
 

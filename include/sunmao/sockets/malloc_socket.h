@@ -11,9 +11,10 @@
 /* glibc's own names for its allocator, which it exports beside the standard ones: code that wants
  * "the real malloc" under a hooking library calls __libc_malloc and hands the block to free (and the
  * reverse), and binaries built before glibc 2.26 call cfree. Left to glibc, each such block crosses
- * between two allocators: a __libc_malloc block given to free aborted as an invalid free. Bound to
- * this composition, like the names above, unless the composition itself wraps another malloc
- * (malloc_heap): then glibc's __libc_malloc is what it, or the malloc it wraps, calls. */
+ * between two allocators: a __libc_malloc block given to free was reported and leaked, a malloc
+ * block given to __libc_free aborted in glibc. Bound to this composition, like the names above,
+ * unless the composition itself wraps another malloc (malloc_heap): then glibc's __libc_malloc is
+ * what it, or the malloc it wraps, calls. */
 #ifndef SM_COMPOSITION_WRAPS_MALLOC
 #if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC diagnostic push

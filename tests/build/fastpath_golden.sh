@@ -31,8 +31,9 @@ golden=tests/build/fastpath.golden
 mkdir -p "$out"
 
 # Instructions on the fall-through path from <fn>'s entry to its first ret or jmp.
+. tests/support/objdump_label.bash
 hit_length() { # object fn
-    objdump -d --no-show-raw-insn --no-addresses --disassemble="$2" "$1" 2>/dev/null |
+    objdump -d --no-show-raw-insn --no-addresses --disassemble="$(sm_objdump_label "$1" "$2")" "$1" 2>/dev/null |
         awk '/^<.*>:$/ { on = 1; next } on && NF { sub(/^[ \t]+/, ""); if ($1 ~ /^(nop|xchg|data16|cs)/ && $0 ~ /nop|xchg +%ax,%ax/) next;
                  n++; if ($1 ~ /^retq?$/ || $1 ~ /^jmpq?$/) { print n; exit } }'
 }

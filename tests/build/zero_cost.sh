@@ -19,6 +19,7 @@ USAGE
 done
 set -u
 cd "${SM_ROOT:-$(dirname "$0")/../..}"
+. tests/support/objdump_label.bash
 out="${BUILD:-build}/zero_cost"
 # The instructions, without what depends on where other code lies in the object: symbol names, the
 # disassembler's comments, and the displacements of %rip-relative operands (a function pointer or a
@@ -67,8 +68,9 @@ for cc in gcc clang; do
     [ $ok = 1 ] || continue
     for fn in malloc free calloc realloc posix_memalign aligned_alloc malloc_usable_size free_sized; do
         for inst in wfslab wfslabfl; do
-            objdump -d --no-show-raw-insn --no-addresses --disassemble="$fn" "$out/$cc-$inst.o" 2>/dev/null |
-                sed -n "/^<$fn>/,\$p" | normalize >"$out/$cc-$inst-$fn.s"
+            label=$(sm_objdump_label "$out/$cc-$inst.o" "$fn")
+            objdump -d --no-show-raw-insn --no-addresses --disassemble="$label" "$out/$cc-$inst.o" 2>/dev/null |
+                sed -n "/^<$label>/,\$p" | normalize >"$out/$cc-$inst-$fn.s"
         done
         n=$(grep -c . "$out/$cc-wfslab-$fn.s")
         if [ "$n" -lt 2 ]; then

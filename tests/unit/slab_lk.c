@@ -551,20 +551,26 @@ static void out_of_memory(void)
     CHECKF(fk_oom_obj.live_blocks == 0 && fk_oom_obj.allocs == fk_oom_obj.frees, "%zu blocks leaked",
            fk_oom_obj.live_blocks);
 
-    /* the owner map's leaf, the descriptor map's two nodes (1 KiB objects fill their slabs), a
-     * block of descriptors and two slabs */
-    fk_oom_obj.limit_bytes = SM_PAGEMAP2_LEAF_BYTES + 2 * SM_PAGEMAP_NODE_BYTES + 4096 + 2 * 65536;
-    enum { MAX = 1000 };
+    /* Two slabs of 1 KiB objects (64 each: their descriptors live outside them) with no limit,
+     * then the next layer gives nothing more: the third slab fails. The limit is set from what the
+     * fake holds rather than from a sum of map nodes, because how many nodes the owner and
+     * descriptor maps need depends on where the slabs land (two slabs 256 MiB apart under ASan's
+     * allocator need a second descriptor-map leaf). */
+    fk_oom_obj.limit_bytes = 0;
+    enum { MAX = 1000, PER_SLAB = 64 };
     static void *objs[MAX + 2];
     int n = 0;
     errno = 0;
     for (; n < MAX; n++) {
+        if (n == 2 * PER_SLAB)
+            fk_oom_obj.limit_bytes = fk_oom_obj.live_bytes;
         c = sm_mctx_alloc(1024, 0, 0);
         if (!(objs[n] = sl_oom_alloc(&c)))
             break;
         check_fill(objs[n], 1024, (unsigned)n);
     }
-    CHECKF(n > 100 && n < MAX && errno == ENOMEM, "%d objects before OOM, errno %d", n, errno);
+    CHECKF(n == 2 * PER_SLAB && errno == ENOMEM, "%d objects before OOM (expected %d), errno %d", n,
+           2 * PER_SLAB, errno);
     /* a free makes room again without the next layer */
     sm_mctx_t f = sm_mctx_block(objs[n - 1], 0, 0);
     sl_oom_free(&f);

@@ -22,6 +22,7 @@
 #ifndef SUNMAO_CORE_RELEASE_H
 #define SUNMAO_CORE_RELEASE_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include "compiler.h"
@@ -38,6 +39,15 @@ typedef struct sm_release {
     int may_move;     /* 1: the caller is the release clock's own thread, which a layer may move
                        * between CPUs (carrcache_rseq empties idle CPUs' caches there) */
 } sm_release_t;
+
+/* Whether a block of `held` usable bytes that its layer kept whole when asked to shrink it to `size`
+ * (it still fits the block's size class or power of two) should rather be moved: the move frees more
+ * than half of it and at least a page. One rule for the socket's realloc and for a layer that hides
+ * its next layer's usable size from the socket (tail_chksum). */
+SM_INLINE bool sm_shrink_should_move(size_t held, size_t size, size_t page)
+{
+    return held / 2 >= size && held - size >= page;
+}
 
 static inline sm_release_t sm_release_request(uint64_t now_ms, unsigned how)
 {

@@ -407,12 +407,10 @@ SM_EXPORT void *SM_API(calloc)(size_t n, size_t size)
     return sm_socket_alloc(total, SM_MIN_ALIGN, SM_F_ZERO);
 }
 
-/* After a shrink in place: whether the block now holds size with less than half of it, or less
- * than a page, to spare (else a move frees more). */
+/* After a shrink in place: whether the block may stay (core/release.h: else a move frees more). */
 static bool sm_socket_kept_shrunk(void *ptr, size_t size)
 {
-    size_t now = sm_socket_usable_stack(ptr, "realloc");
-    return now / 2 < size || now - size < sm_plat_page_size();
+    return !sm_shrink_should_move(sm_socket_usable_stack(ptr, "realloc"), size, sm_plat_page_size());
 }
 
 /* A realloc that must change the block: in place when the stack can, else moved. Out of line (not

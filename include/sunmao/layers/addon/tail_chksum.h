@@ -490,11 +490,11 @@ SM_INLINE bool SM_FN(resize)(sm_mctx_t *c, size_t want)
     if (!SM_NEXT_FN(resize)(&r, fp) && fp > SM_FN(footprint)(SM_FN(info_size)(info), alog))
         return false;
     /* A shrink the next layer kept whole (its block still fits a class): no, so the socket moves
-     * the block and frees the whole one, by the socket's own rule (more than half, and a page,
-     * spare); this layer's usable size is the size asked, so the socket cannot see it. */
+     * the block by its own rule (core/release.h); this layer's usable size is the size asked, so
+     * the socket cannot see it. */
     sm_mctx_t m = sm_mctx_block(r.ptr, 0, 0);
-    if (fp < SM_FN(footprint)(SM_FN(info_size)(info), alog) && SM_NEXT_FN(getmeta)(&m) && m.usable / 2 >= fp &&
-        m.usable - fp >= sm_plat_page_size())
+    if (fp < SM_FN(footprint)(SM_FN(info_size)(info), alog) && SM_NEXT_FN(getmeta)(&m) &&
+        sm_shrink_should_move(m.usable, fp, sm_plat_page_size()))
         return false;
     SM_FN(seal)(p, (uint64_t)want << 8 | SM_FN(resized) | alog, 0);
     return true;

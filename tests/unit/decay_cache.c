@@ -585,6 +585,57 @@ static void split_keeps_the_tail_cached(void)
     start_clean();
 }
 
+/* A growth that the pages after the block cannot give in place is made with the cached block that
+ * starts there (a realloc-grown buffer's previous copy): joined, the rest cut off and kept cached;
+ * the block keeps its address and contents and nothing is mapped. */
+static void resize_grows_into_a_cached_neighbour(void)
+{
+    start_clean();
+    sm_mctx_t a = ALLOC(dg, 40 * MiB, 16);
+    char *p = (char *)a.ptr;
+    FREE(dg, p);
+    sm_mctx_t b = ALLOC(dg, 8 * MiB, 16); /* the head; the 32 MiB tail stays cached right after it */
+    CHECK(b.ptr == p && dg_obj.blocks == 1 && dg_obj.bytes == 32 * MiB && dg_is_cached(p + 8 * MiB));
+    if (b.ptr != p || cnt_usable(p) != 8 * MiB)
+        return;
+    fill_pages(p, 8 * MiB, 81);
+    unsigned long allocs = counts.allocs, joins = counts.joins, splits = counts.splits;
+
+    /* More than the neighbour holds: refused, and the neighbour stays cached. */
+    sm_mctx_t r = sm_mctx_block(p, 0, 0);
+    CHECK(!dg_resize(&r, 48 * MiB) && cnt_usable(p) == 8 * MiB);
+    CHECK(dg_obj.blocks == 1 && dg_obj.bytes == 32 * MiB && dg_is_cached(p + 8 * MiB) && counts.joins == joins);
+
+    /* A next layer that refuses the join: refused, and the neighbour goes back to the cache. */
+    counts.refuse_joins = true;
+    r = sm_mctx_block(p, 0, 0);
+    CHECK(!dg_resize(&r, 12 * MiB) && cnt_usable(p) == 8 * MiB);
+    CHECK(dg_obj.blocks == 1 && dg_obj.bytes == 32 * MiB && dg_is_cached(p + 8 * MiB));
+    counts.refuse_joins = false;
+
+    /* Grown by 4 MiB: joined, 28 MiB cut off and kept. */
+    r = sm_mctx_block(p, 0, 0);
+    CHECK(dg_resize(&r, 12 * MiB));
+    CHECKF(cnt_usable(p) == 12 * MiB && cnt_usable(p + 12 * MiB) == 28 * MiB, "block %zu, rest %zu",
+           cnt_usable(p), cnt_usable(p + 12 * MiB));
+    CHECK(dg_obj.blocks == 1 && dg_obj.bytes == 28 * MiB && dg_is_cached(p + 12 * MiB) && !dg_is_cached(p));
+    CHECK(counts.joins == joins + 1 && counts.splits == splits + 1 && counts.allocs == allocs);
+    CHECK(pages_ok(p, 8 * MiB, 81));
+    fill_pages(p, 12 * MiB, 82);
+    sm_mctx_t m = sm_mctx_block(p, 0, 0);
+    CHECK(dg_getmeta(&m) && m.usable == 12 * MiB);
+
+    /* Grown over the whole rest: nothing left to cache. */
+    r = sm_mctx_block(p, 0, 0);
+    CHECK(dg_resize(&r, 40 * MiB) && cnt_usable(p) == 40 * MiB && dg_obj.blocks == 0 && dg_obj.bytes == 0);
+    CHECK(counts.allocs == allocs && pages_ok(p, 12 * MiB, 82) && is_mapped(p, 40 * MiB));
+    fill_pages(p, 40 * MiB, 83);
+    CHECK(pages_ok(p, 40 * MiB, 83));
+    FREE(dg, p);
+    CHECK(dg_obj.blocks == 1 && dg_obj.bytes == 40 * MiB && errors[SM_ERR_INVALID_FREE] == 0);
+    start_clean();
+}
+
 /* The malloc-large shape: 20 slots, each iteration replaces a random one with a new block of
  * 5-25 MiB (allocated before the old one is freed, as `buf[i] = make_unique<char[]>(n)` does) and
  * writes every page of it. Returns seconds; *faults gets the minor page faults taken. */
@@ -686,6 +737,7 @@ int main(void)
     RUN_CASE(grow_reuses_the_largest_dirty_block);
     RUN_CASE(grow_skips_purged_and_overaligned);
     RUN_CASE(split_keeps_the_tail_cached);
+    RUN_CASE(resize_grows_into_a_cached_neighbour);
     RUN_CASE(large_blocks_do_not_thrash);
     return check_end();
 }

@@ -22,7 +22,9 @@
  *                       layer's N_remap, and cut a too-large block with N_split and keep the tail,
  *                       instead of unmapping it: resident pages are reused instead of faulting new
  *                       mappings in, and the cache does not pile up blocks too small for the requests
- *                       (default 0); a freed block is joined with cached blocks that touch it (join).
+ *                       (default 0); a freed block is joined with cached blocks that touch it (join),
+ *                       and a growth the next layer cannot make in place takes the cached block that
+ *                       starts where the block ends (join, then split: a realloc-grown buffer's old copy).
  *                       Needs capability MAPPING of the next layer (mmap_heap has it)
  *   SM_OPT_MAX_BLOCKS   at most this many blocks cached (default 64)
  *   SM_OPT_MAX_BYTES    at most this many bytes cached, dirty or purged (default 256 MiB)
@@ -407,7 +409,69 @@ SM_INLINE bool SM_FN(getmeta)(sm_mctx_t *c)
     return true;
 }
 
-SM_INLINE bool SM_FN(resize)(sm_mctx_t *c, size_t n) { return SM_NEXT_FN(resize)(c, n); }
+#if SM_OPT_GROW
+/* Take the cached block that starts at `at` out of the cache if it holds at least `need` bytes. */
+struct SM_FN(cs_adjacent) { char *at; size_t need, size; bool found; };
+SM_INLINE void SM_FN(cs_adjacent)(void *arg)
+{
+    struct SM_FN(cs_adjacent) *a = (struct SM_FN(cs_adjacent) *)arg;
+    for (unsigned i = 0; i < SM_OPT_MAX_BLOCKS; i++) {
+        struct SM_FN(slot) *s = &SM_FN(obj).slots[i];
+        if (s->ptr != a->at || (s->state != SM_FN(s_dirty) && s->state != SM_FN(s_purged)))
+            continue;
+        if (s->size >= a->need) {
+            a->size = s->size;
+            a->found = true;
+            SM_FN(set_blocks_locked)(SM_FN(obj).blocks - 1);
+            SM_FN(obj).bytes -= s->size;
+            s->ptr = NULL, s->size = 0, s->state = SM_FN(s_empty);
+        }
+        return;
+    }
+}
+
+/* A growth the next layer cannot make in place, because the pages after the block are mapped, can
+ * still be made in place when those pages are a cached block: a buffer grown by realloc leaves its
+ * previous copy, freed into this cache, right after the new one (the kernel places mappings
+ * top-down), and the next growths take that copy's pages (joined, the rest cut off and kept)
+ * instead of moving the buffer, and copying it, at every step. */
+SM_SLOWPATH bool SM_FN(grow_into_cached)(sm_mctx_t *c, size_t n)
+{
+    sm_mctx_t m = sm_mctx_block(c->ptr, 0, 0);
+    if (!__atomic_load_n(&SM_FN(obj).blocks, __ATOMIC_RELAXED) || !SM_NEXT_FN(getmeta)(&m) || n <= m.usable)
+        return false;
+    struct SM_FN(cs_adjacent) a = { (char *)c->ptr + m.usable, n - m.usable, 0, false };
+    SM_SYNC_FN(atomic_exec)(&SM_FN(obj).lock, SM_FN(cs_adjacent), &a);
+    if (!a.found)
+        return false;
+    sm_mctx_t b = sm_mctx_block(c->ptr, m.usable, SM_F_SIZED);
+    if (!SM_NEXT_FN(join)(&b, a.at)) { /* not joinable after all: it goes back to the cache */
+        sm_mctx_t t = sm_mctx_block(a.at, a.size, SM_F_SIZED);
+        if (!SM_FN(keep)(&t, a.size))
+            SM_NEXT_FN(free)(&t);
+        return false;
+    }
+    char *tail = (char *)SM_NEXT_FN(split)(&b, n);
+    if (tail) {
+        size_t rest = (size_t)((char *)c->ptr + m.usable + a.size - tail);
+        sm_mctx_t t = sm_mctx_block(tail, rest, SM_F_SIZED);
+        if (!(rest >= (size_t)(SM_OPT_MIN_CACHED) && SM_FN(keep)(&t, rest)))
+            SM_NEXT_FN(free)(&t);
+    }
+    return true;
+}
+#endif
+
+SM_INLINE bool SM_FN(resize)(sm_mctx_t *c, size_t n)
+{
+    if (SM_NEXT_FN(resize)(c, n))
+        return true;
+#if SM_OPT_GROW
+    return SM_FN(grow_into_cached)(c, n);
+#else
+    return false;
+#endif
+}
 
 /* Live blocks belong to the layers above: their purges go to the layer that mapped them. */
 SM_INLINE bool SM_FN(purge)(sm_mctx_t *c) { return SM_NEXT_FN(purge)(c); }

@@ -200,6 +200,8 @@ def workloads():
           desc="aligned allocations, cross-thread"),
         W("realloc", "stress", ["realloc", "64", "40", "262144"], ["realloc", "64", "12", "131072"],
           desc="realloc growth with content checks"),
+        W("biggrow", "stress", ["biggrow", "3", "256", "1024"], ["biggrow", "1", "64", "1024"],
+          desc="a 256 MiB and a 64 MiB buffer grown by 1 MiB reallocs, content checked"),
         W("strgrow", "stress", ["strgrow", "300", "15000000", "2048", "8192", "16"],
           ["strgrow", "300", "3000000", "2048", "8192", "16"], desc="300 strings grown by 1..16 B reallocs to 2..8 KiB"),
         W("large", "stress", ["large", T, "150", "4", "16"], ["large", T, "30", "4", "16"],

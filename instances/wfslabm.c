@@ -1818,6 +1818,28 @@ WF_EXPORT void *WF_API(calloc)(size_t n, size_t size)
     return sock_alloc(total, MIN_ALIGN, true);
 }
 
+/* A move of 4 MiB or more gives back the old block's pages already copied as the copy goes, so
+ * it holds the block about once rather than twice: as the framework's socket does. */
+static void sock_move_copy(char *to, char *from, size_t n)
+{
+    if (n < ((size_t)4 << 20)) {
+        memcpy(to, from, n);
+        return;
+    }
+    size_t page = os_page_size(), chunk = (size_t)1 << 20;
+    uintptr_t purged = wf_up((uintptr_t)from, page);
+    for (size_t done = 0; done < n;) {
+        size_t k = n - done < chunk ? n - done : chunk;
+        memcpy(to + done, from + done, k);
+        done += k;
+        uintptr_t end = ((uintptr_t)from + done) & ~(uintptr_t)(page - 1);
+        if (end > purged) {
+            (void)os_purge((void *)purged, end - purged, true);
+            purged = end;
+        }
+    }
+}
+
 WF_EXPORT void *WF_API(realloc)(void *ptr, size_t size)
 {
     if (!ptr)
@@ -1849,7 +1871,7 @@ WF_EXPORT void *WF_API(realloc)(void *ptr, size_t size)
     void *moved = sock_alloc(size, MIN_ALIGN, false);
     if (!moved)
         return size <= usable ? ptr : NULL; /* a shrink that cannot move still succeeds */
-    memcpy(moved, ptr, size < usable ? size : usable);
+    sock_move_copy((char *)moved, (char *)ptr, size < usable ? size : usable);
     sock_free(ptr, 0, false);
     return moved;
 }

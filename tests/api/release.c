@@ -12,7 +12,9 @@
  * Built plain (run it under LD_PRELOAD=lib<inst>.so), or with -DSM_TEST_PREFIX=sm_<inst>_ against
  * libsm_<inst>.a. A second argument raises the slack (MiB) for an allocator that pins more by
  * design (a quarantine of freed blocks: release.sh). Cases: medium_shrunk_returned_first, medium_returned,
- * large_returned_during_small_churn, small_returned, medium_shrunk_returned, malloc_trim_returns. */
+ * large_returned_during_small_churn, small_returned, medium_shrunk_returned, malloc_trim_returns,
+ * large_growth. */
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -211,6 +213,64 @@ static void malloc_trim_returns(void)
            after, before, base);
 }
 
+/* The peak resident memory, VmHWM, in MiB; -1 if unknown. */
+static double peak_mib(void)
+{
+    FILE *f = fopen("/proc/self/status", "r");
+    char line[256];
+    double kib = -1;
+    while (f && fgets(line, sizeof line, f))
+        if (strncmp(line, "VmHWM:", 6) == 0)
+            kib = atof(line + 6);
+    if (f)
+        fclose(f);
+    return kib < 0 ? -1 : kib / 1024.0;
+}
+
+/* Resets the peak to the current RSS (Linux's clear_refs); false where it cannot. */
+static bool reset_peak(void)
+{
+    FILE *f = fopen("/proc/self/clear_refs", "w");
+    if (!f)
+        return false;
+    bool ok = fputs("5", f) >= 0;
+    return fclose(f) == 0 && ok;
+}
+
+/* A buffer grown by realloc in 1 MiB steps to 96 MiB: a move copies the block while the old one is
+ * live, and the socket gives back the old pages as it copies, so the peak stays near the buffer's
+ * size instead of twice the size it had at its last move. */
+static void large_growth(void)
+{
+    enum { STEPS = 96 };
+    const size_t step = (size_t)1 << 20;
+    CHECK(reset_peak());
+    double base = rss_mib();
+    char *p = NULL;
+    size_t n = 0;
+    int moves = 0;
+    for (int i = 0; i < STEPS; i++) {
+        char *q = ALLOC(realloc)(p, n + step);
+        CHECKF(q != NULL, "realloc to %zu MiB failed", (n + step) >> 20);
+        if (!q)
+            break;
+        moves += p && q != p;
+        p = q;
+        memset(p + n, i | 1, step);
+        n += step;
+    }
+    bool intact = true;
+    for (size_t i = 0; i < n && intact; i += 4096)
+        intact = p[i] == (char)((i >> 20) | 1);
+    CHECKF(intact, "the grown buffer lost its contents");
+    double peak = peak_mib();
+    printf("# large growth: base %.1f MiB, peak %.1f for a %d MiB buffer, %d moves\n", base, peak, STEPS, moves);
+    CHECKF(peak > 0 && peak - base <= STEPS * 1.1 + slack_mib,
+           "peak RSS %.1f MiB over a base of %.1f for a %d MiB buffer grown by realloc (%d moves)", peak, base, STEPS,
+           moves);
+    ALLOC(free)(p);
+}
+
 int main(int argc, char **argv)
 {
     check_begin(PROGRAM);
@@ -230,6 +290,10 @@ int main(int argc, char **argv)
     RUN_CASE(small_returned);
     RUN_CASE(medium_shrunk_returned);
     RUN_CASE(malloc_trim_returns);
+    if (reset_peak())
+        RUN_CASE(large_growth);
+    else
+        check_skip("large_growth", "/proc/self/clear_refs cannot reset the peak RSS here");
     for (int i = 0; i < 256; i++)
         ALLOC(free)(churn_live[i]);
     return check_failures_total ? 1 : 0;

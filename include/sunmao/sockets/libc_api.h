@@ -407,6 +407,34 @@ SM_EXPORT void *SM_API(calloc)(size_t n, size_t size)
     return sm_socket_alloc(total, SM_MIN_ALIGN, SM_F_ZERO);
 }
 
+/* A move copies the block while the old one is still resident: a large block is held twice for a
+ * moment (a buffer grown by realloc peaked at twice its final size). From this size on, the old
+ * block's pages already copied are given back (the stack's purge) as the copy goes, so a move holds
+ * the block about once. */
+#ifndef SM_SOCKET_MOVE_PURGE_MIN
+#define SM_SOCKET_MOVE_PURGE_MIN ((size_t)4 << 20)
+#endif
+static void sm_socket_move_copy(char *to, char *from, size_t n)
+{
+    if (n < SM_SOCKET_MOVE_PURGE_MIN) {
+        memcpy(to, from, n);
+        return;
+    }
+    const size_t page = sm_plat_page_size(), chunk = (size_t)1 << 20;
+    uintptr_t purged = sm_align_up(sm_addr(from), page); /* pages below this are given back */
+    for (size_t done = 0; done < n;) {
+        size_t k = n - done < chunk ? n - done : chunk;
+        memcpy(to + done, from + done, k);
+        done += k;
+        uintptr_t end = sm_align_down(sm_addr(from) + done, page);
+        if (end > purged) {
+            sm_mctx_t c = sm_mctx_block((void *)purged, end - purged, SM_F_ZERO);
+            (void)SM_NEXT_FN(purge)(&c);
+            purged = end;
+        }
+    }
+}
+
 /* After a shrink in place: whether the block may stay (core/release.h: else a move frees more). */
 static bool sm_socket_kept_shrunk(void *ptr, size_t size)
 {
@@ -432,7 +460,7 @@ static __attribute__((noinline)) void *sm_socket_realloc_change(void *ptr, size_
     void *moved = sm_socket_alloc(size, SM_MIN_ALIGN, 0);
     if (!moved)
         return size <= usable ? ptr : NULL; /* a shrink that cannot move still succeeds */
-    memcpy(moved, ptr, size < usable ? size : usable);
+    sm_socket_move_copy((char *)moved, (char *)ptr, size < usable ? size : usable);
     sm_socket_free(ptr, 0, 0);
     return moved;
 }

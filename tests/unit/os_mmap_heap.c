@@ -630,6 +630,36 @@ static void join_makes_one_block_of_two(void)
     reset_errors();
 }
 
+/* A range of two kernel mappings (as join leaves one) grows in place where the pages after it are
+ * free, although mremap refuses such a range (EFAULT), and not where they are taken. */
+static void remap_inplace_grows_a_range_of_two_mappings(void)
+{
+    size_t page = sm_plat_page_size();
+    char *p = (char *)mmap(NULL, 16 * page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    CHECK(p != MAP_FAILED);
+    if (p == MAP_FAILED)
+        return;
+    munmap(p + 8 * page, 8 * page); /* free pages after the range */
+    /* Two mappings: different flags keep the kernel from merging the halves. */
+    CHECK(madvise(p + 4 * page, 4 * page, MADV_DONTFORK) == 0);
+    check_fill(p, 8 * page, 91);
+    errno = 0;
+    CHECK(mremap(p, 8 * page, 10 * page, 0) == MAP_FAILED && errno == EFAULT); /* what the kernel says */
+    CHECK(sm_plat_remap_inplace(p, 8 * page, 10 * page) == 0);
+    memset(p + 8 * page, 0x5a, 2 * page);
+    CHECK(check_verify(p, 8 * page, 91) && is_mapped(p, 10 * page));
+    /* Taken: refused, nothing mapped over what is there. */
+    char *g = (char *)guard_after(p, 10 * page, page);
+    if (g) {
+        g[0] = 7;
+        errno = 0;
+        CHECK(sm_plat_remap_inplace(p, 10 * page, 12 * page) == -1 && errno == ENOMEM && g[0] == 7);
+        munmap(g, page);
+    }
+    CHECK(check_verify(p, 8 * page, 91) && p[9 * page] == 0x5a);
+    munmap(p, 10 * page);
+}
+
 static void split_refuses_what_it_cannot_cut(void)
 {
     reset_errors();
@@ -1342,6 +1372,7 @@ int main(void)
     RUN_CASE(split_makes_two_independent_blocks);
     RUN_CASE(split_refuses_what_it_cannot_cut);
     RUN_CASE(join_makes_one_block_of_two);
+    RUN_CASE(remap_inplace_grows_a_range_of_two_mappings);
     RUN_CASE(remap_grows_in_place_when_the_pages_are_free);
     RUN_CASE(remap_moves_when_the_next_pages_are_taken);
     RUN_CASE(remap_failure_leaves_the_block_intact);

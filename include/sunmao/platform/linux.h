@@ -119,7 +119,24 @@ static inline int sm_plat_remap_inplace(void *p, size_t old_size, size_t new_siz
         errno = ENOMEM;
         return -1;
     }
-    return mremap(p, old_size, new_size, 0) == MAP_FAILED ? -1 : 0;
+    if (mremap(p, old_size, new_size, 0) != MAP_FAILED)
+        return 0;
+#ifdef MAP_FIXED_NOREPLACE
+    /* EFAULT: the range spans two mappings (a layer joined blocks the kernel mapped apart), which
+     * mremap never grows; the pages after it may still be free, and a mapping placed there only if
+     * nothing is (a kernel before 4.17 takes the address as a hint: anything else is undone). */
+    if (errno == EFAULT && new_size > old_size) {
+        char *want = (char *)p + old_size;
+        void *q = mmap(want, new_size - old_size, PROT_READ | PROT_WRITE,
+                       MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED_NOREPLACE, -1, 0);
+        if (q == want)
+            return 0;
+        if (q != MAP_FAILED)
+            munmap(q, new_size - old_size);
+        errno = ENOMEM;
+    }
+#endif
+    return -1;
 }
 
 /* Move the mapping [p, p + old_size) onto [dest, dest + new_size), a range the caller has mapped

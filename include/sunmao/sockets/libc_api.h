@@ -7,6 +7,8 @@
  *   SM_SOCKET_BACKGROUND   (optional, default 1) 1: a background thread runs the stack's release
  *                  clock (below); 0: memory goes back only on the layers' own request paths and
  *                  on malloc_trim
+ *   SM_SOCKET_MOVE_PURGE_MIN  (optional, default 4 MiB) a realloc that moves a block of at least
+ *                  this many bytes gives back the old block's pages as it copies them
  *
  * Start-up: the first request that reaches the stack initialises it (secret seed, layer create
  * hooks bottom-up, then the fork handlers) with no memory of its own, so allocations from libc

@@ -970,6 +970,17 @@ static void sh_give(void *arg)
         }
 }
 static uintptr_t slab_of(const void *p) { return (uintptr_t)p & ~(uintptr_t)0xffff; }
+/* Whether p's owner word names the shard of `mine`'s CPU (no foreign bit for it) and not that of
+ * `other`'s (a foreign bit for a cache there): what a thread cache's free tests (slab_lk/map.h). */
+static bool word_names_shard(const void *p, int mine, int other)
+{
+    sm_mctx_t here = sm_mctx_alloc(64, 0, 0), there = sm_mctx_alloc(64, 0, 0);
+    here.cpu = mine;
+    there.cpu = other;
+    uintptr_t w = sl_sh_block_owner(p);
+    return w && !(w & sl_sh_owner_foreign(&here)) && (w & sl_sh_owner_foreign(&there)) &&
+           sl_sh_owner_slot(p, w) < ((unsigned)sl_sh_class_count << 4);
+}
 static unsigned sh_nobjs(size_t size) { return sl_sh_geometry[sm_sizeclass_tc_size_to_class(size)].nobjs; }
 
 /* Threads on CPUs of the two shards, both holding their objects, never share a slab; objects
@@ -994,6 +1005,12 @@ static void shards_by_cpu(void)
                 i = a.n;
                 break;
             }
+    unsigned unnamed = 0;
+    for (unsigned i = 0; i < a.n; i++)
+        unnamed += a.objs[i] && !word_names_shard(a.objs[i], cpu[0], cpu[1]);
+    for (unsigned i = 0; i < b.n; i++)
+        unnamed += b.objs[i] && !word_names_shard(b.objs[i], cpu[1], cpu[0]);
+    CHECKF(unnamed == 0, "%u objects' owner words do not name their shard", unnamed);
     on_cpu(cpu[1], sh_give, &a); /* each frees the other's */
     on_cpu(cpu[0], sh_give, &b);
     CHECK(err_total() == 0 && fk_sh_obj.bad_frees == 0);
@@ -1038,6 +1055,7 @@ static void shard_steal(void)
     on_cpu(cpu[1], sh_take, &b);
     CHECKF(fk_sh_obj.allocs == maps, "shard 1 mapped %lu new blocks instead of stealing", fk_sh_obj.allocs - maps);
     CHECKF(slab_of(b.objs[0]) == s0 || slab_of(b.objs[0]) == s1, "shard 1's object %p is in no slab of shard 0", b.objs[0]);
+    CHECKF(word_names_shard(b.objs[0], cpu[1], cpu[0]), "the stolen slab's owner word still names shard 0");
     /* shard 0 keeps allocating from the slab it had as its head; that slab was not taken */
     static sh_batch_t a2;
     a2.n = 1;

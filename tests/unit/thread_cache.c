@@ -90,6 +90,7 @@ static inline bool cnt_getmeta(sm_mctx_t *c)
 }
 static inline bool cnt_resize(sm_mctx_t *c, size_t n) { return sl_resize(c, n); }
 static inline bool cnt_owner_local(const void *p, uintptr_t w, sm_mctx_t *c) { return sl_owner_local(p, w, c); }
+static inline uintptr_t cnt_owner_foreign(sm_mctx_t *c) { return sl_owner_foreign(c); }
 static inline unsigned cnt_owner_slot(const void *p, uintptr_t w) { return sl_owner_slot(p, w); }
 static inline uintptr_t cnt_block_owner(const void *p)
 {

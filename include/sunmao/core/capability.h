@@ -37,6 +37,10 @@
  *     bool  L_owner_local(const void *p, uintptr_t w, sm_mctx_t *c)  false if a cache above should
  *                                                      not keep p (it belongs to a partition other
  *                                                      than that of c's CPU, sm_mctx_cpu)
+ *     uintptr_t L_owner_foreign(sm_mctx_t *c)          the bits of an owner word that name a
+ *                                                      partition other than c's CPU's (w & them:
+ *                                                      owner_local's answer without its load, as of
+ *                                                      the slab's last move); 0: words name none
  *     One lookup per free: a consumer (a thread cache) keeps the word it read in c->owner_word,
  *     sets SM_F_OWNER and passes the free down with it; the layer whose word it is (the first
  *     below the consumer that offers OWNER itself; pass-through layers forward OWNER and the free

@@ -65,6 +65,11 @@ SM_INLINE SM_UNUSED bool SM_FN(owner_local)(const void *p, uintptr_t w, sm_mctx_
     (void)p, (void)w, (void)c;
     return true;
 }
+SM_INLINE SM_UNUSED uintptr_t SM_FN(owner_foreign)(sm_mctx_t *c)
+{
+    (void)c;
+    return 0;
+}
 #endif
 
 #if !((SM_LAYER_OFFERS) & SM_CAP_MAPPING)

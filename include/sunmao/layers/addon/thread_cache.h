@@ -49,8 +49,9 @@
  *                 reaches the head, or the tail (docs/security.md).
  * Requires of the next layer (core/capability.h; a compile error names what is missing): BATCH
  * (refills and releases), OWNER (an unsized free's list is owner_slot(p, block_owner(p)), its one
- * lookup, whose word the miss reuses and passes down; owner_local is asked on a free's slow path
- * only), and the same sizeclass policy. Offers HIT: alloc_hit, free_hit (below).
+ * lookup, whose word the miss reuses and passes down; owner_foreign, the words' bits of other
+ * CPUs' partitions, asked on slow paths and tested on free's hit path; owner_local is asked on a
+ * free's slow path only), and the same sizeclass policy. Offers HIT: alloc_hit, free_hit (below).
  * Properties: thread_safe = the next layer's (the caches are per thread), min_align = the next
  * layer's, zeroed 0 (cached objects hold old data; the socket clears calloc's).
  * @model: name=thread_cache kind=addon flag cache slot sizeclass slot err
@@ -69,6 +70,8 @@
  *           if (list.head) pop it and return it
  *   free    slot = the size's (SM_F_SIZED), or the next layer's owner_slot, or 16 x class_count
  *           (a sentinel list whose limit is always 0) for a block of no cached class;
+ *           (with one of cache.foreign's bits in the word: the class's remote list instead, which
+ *           malloc never takes from: another CPU's object, reclaim.h);
  *           if (list.count < list.limit && p is not tagged as cached) push p and return
  * No lock, no atomic read-modify-write, no syscall, no division; a miss changes nothing. Aligned
  * requests (32 B - 4 KiB) pop the list of the smallest class whose size is a multiple of the
@@ -208,6 +211,13 @@ struct SM_FN(cache) {
     /* SM_OPT_HARDEN: a free object's first word is its link ^ key, its second the first ^ check;
      * both random per cache (lifecycle.h), check odd. 0 in the constant caches, which hold nothing. */
     uintptr_t key, check;
+    /* Owner-word bits of the next layer's other partitions (owner_foreign, as of this thread's
+     * last slow path; 0 while the process has had one cache, and with a hold): a free whose word
+     * has one set goes on remote[] instead of list[] (passive false sharing: reclaim.h). 0 in the
+     * constant caches. */
+    uintptr_t foreign;
+    unsigned batches;        /* refills from the next layer */
+    unsigned trust_until;    /* foreign stays 0 until batches reaches it (reclaim.h) */
     unsigned events;  /* slow-path events since the last collection (reclaim.h) */
     unsigned refills; /* refills, counted for the reclaim policy's scans */
     unsigned core_events; /* slow-path events since the budget was last matched to the core */
@@ -217,6 +227,9 @@ struct SM_FN(cache) {
     /* One list per class, and list[class_count], a sentinel whose limit stays 0: the free of a block
      * that is no class's object indexes it and misses, with no test of its own. */
     struct SM_FN(list) list[SM_FN(class_count) + 1];
+    /* Right after list[], so a free reaches it by adding remote_slot to its slot: other partitions'
+     * objects, never handed out from here (reclaim.h, remote_overflow). */
+    struct SM_FN(list) remote[SM_FN(class_count) + 1];
     /* The reclaim policy's state per list: after the lists, off the hit paths' lines. */
     SM_RECLAIM_FN(mark_t) mark[SM_FN(class_count)];
     size_t want; /* SM_OPT_CACHE_BYTES, or its share for the thread's core (SM_OPT_CORE_AWARE) */
@@ -224,6 +237,17 @@ struct SM_FN(cache) {
     void *tail[SM_FN(holding) ? SM_FN(class_count) : 1];
     struct SM_FN(cache) *pool_next, *pool_prev; /* SM_SYNC: the pool's registry */
 };
+
+enum { SM_FN(remote_slot) = (SM_FN(class_count) + 1) * 16 };
+_Static_assert(offsetof(struct SM_FN(cache), remote) == offsetof(struct SM_FN(cache), list) + SM_FN(remote_slot),
+               "thread_cache: a remote list is its class's list plus remote_slot bytes");
+
+/* The class of list l of cache, one of list[] or remote[]. */
+SM_INLINE unsigned SM_FN(list_class)(const struct SM_FN(cache) *cache, const struct SM_FN(list) *l)
+{
+    unsigned i = (unsigned)(l - cache->list);
+    return i > SM_FN(class_count) ? i - SM_FN(class_count) - 1 : i;
+}
 
 /* The two constant caches: all lists empty, all limits 0, so every hit path misses on them. A
  * thread starts at the empty cache, whose slow path makes the thread's cache; an exited thread is
@@ -256,7 +280,7 @@ SM_INLINE bool SM_FN(is_static)(const struct SM_FN(cache) *cache)
 }
 
 /* The list at byte offset `slot` (16 x its class) of cache's list array: no multiply. */
-SM_HOT struct SM_FN(list) *SM_FN(list_at)(struct SM_FN(cache) *cache, unsigned slot)
+SM_HOT struct SM_FN(list) *SM_FN(list_at)(struct SM_FN(cache) *cache, uintptr_t slot)
 {
     _Static_assert(sizeof(struct SM_FN(list)) == 16, "thread_cache: lists are indexed by 16 x their class");
     return (struct SM_FN(list) *)((char *)cache->list + slot);
@@ -469,7 +493,7 @@ SM_INLINE unsigned SM_FN(free_class)(sm_mctx_t *c)
 }
 
 /* Pushes p on the list at byte offset `slot` if it has room and p is not tagged as cached already. */
-SM_HOT bool SM_FN(push)(void *p, unsigned slot)
+SM_HOT bool SM_FN(push)(void *p, uintptr_t slot)
 {
     struct SM_FN(cache) *cache = SM_FN(tls);
     struct SM_FN(list) *l = SM_FN(list_at)(cache, slot);
@@ -486,7 +510,15 @@ SM_HOT bool SM_FN(push)(void *p, unsigned slot)
  * miss, *owner_word holds p's owner word if it was read (an unsized free). */
 SM_HOT bool SM_FN(free_hit)(void *p, size_t size, unsigned flags, uintptr_t *owner_word)
 {
-    return SM_FN(push)(p, SM_FN(free_slot)(p, size, flags, owner_word));
+    uintptr_t slot = SM_FN(free_slot)(p, size, flags, owner_word);
+    if (!(flags & SM_F_SIZED) && sm_unlikely(SM_FN(tls)->foreign & *owner_word)) {
+        /* another partition's object: its remote list. A branch, predicted and run past, not a
+         * select, which would make the list's address wait for the test (owner_slot's reason). */
+        uintptr_t remote = SM_FN(remote_slot);
+        __asm__ volatile("" : "+r"(remote));
+        slot += remote;
+    }
+    return SM_FN(push)(p, slot);
 }
 
 /* The slow paths the misses call. */
@@ -562,6 +594,7 @@ SM_SLOWPATH SM_UNUSED void SM_FN(release)(sm_release_t *r)
             SM_FN(drain)(cache, l, l->count, &sink);
             SM_RECLAIM_FN(clear)(&cache->mark[cls], &l->low);
         }
+        SM_FN(remote_home)(cache, &sink);
         SM_FN(give_blocks)(sink.blocks, sink.n);
     }
     SM_NEXT_FN(release)(r);
@@ -575,7 +608,8 @@ SM_INLINE void SM_FN(stats_cache)(struct SM_FN(cache) *cache, void *arg)
     sm_stats_layer_t *l = &s->layer[s->nlayers - 1];
     s->tcache_threads++;
     for (unsigned cls = 0; cls < SM_FN(class_count); cls++) {
-        uint32_t n = __atomic_load_n(&cache->list[cls].count, __ATOMIC_RELAXED);
+        uint32_t n = __atomic_load_n(&cache->list[cls].count, __ATOMIC_RELAXED) +
+                     __atomic_load_n(&cache->remote[cls].count, __ATOMIC_RELAXED);
         size_t size = SM_FN(obj).class_bytes[cls];
         if (!n || !size)
             continue;
@@ -619,6 +653,8 @@ SM_INLINE void SM_FN(fork_parent)(void)
 }
 SM_INLINE void SM_FN(fork_child)(void)
 {
+    /* the child's one thread: its next slow path stops telling partitions apart (reclaim.h) */
+    SM_FN(obj).caches_made = !SM_FN(is_static)(SM_FN(tls));
     SM_FN(pool_fork_child)(SM_FN(tls));
     SM_NEXT_FN(fork_child)();
 }

@@ -25,14 +25,15 @@
  * Properties: thread_safe from the sync policy, min_align 16, zeroed 0.
  * Capabilities (core/capability.h; slab_lk/batch.h): BATCH (alloc_batch in one critical section of
  * a class, free_batch with runs of one class in one section each) and OWNER (block_owner: one
- * owner-map lookup; owner_slot; owner_local false for a slab of another CPU's shard). A free that
- * carries its word (c->owner_word) is not looked up again. Also L_block_slot(p), L_block_class(p).
+ * owner-map lookup; owner_slot; owner_local false for a slab of another CPU's shard; owner_foreign
+ * the word bits of the other shards). A free that carries its word (c->owner_word) is not looked up again. Also L_block_slot(p), L_block_class(p).
  *
  * Invariants:
  * - A slab is one block of the next layer, aligned to its size, its descriptor at its start (or, for
  *   the classes whose objects would fill it exactly, outside it, in the descriptor map). Every
  *   granule of a live slab maps, in the owner map (slab_lk/map.h), to the word first object << 16
- *   | 16 x class; an address that maps to 0 is not ours and is passed on.
+ *   | 16 x class (| its home shard's bit, for 2-8 shards); an address that maps to 0 is not ours
+ *   and is passed on.
  * - A slab with a free object is on its class's partial list; a full one is on no list. Allocation
  *   takes the lowest free object of the list's head. A slab that becomes empty stays on the list if
  *   the retain policy keeps it (a class keeps at most one), else it leaves the list and goes back.

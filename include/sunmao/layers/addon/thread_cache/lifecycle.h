@@ -51,7 +51,14 @@ SM_SLOWPATH struct SM_FN(cache) *SM_FN(cache_get)(void)
         cache->list[cls].hold = (uint16_t)(!size ? 0 : n < 1 ? 1 : n > SM_FN(list_max) / 2 ? SM_FN(list_max) / 2 : n);
     }
 #endif
+    /* A remote list holds at most a batch (reclaim.h, remote_overflow): outside the budget, and
+     * only for the classes the next layer partitions (its words name no other partition's slab). */
+    for (unsigned cls = 0; cls < SM_FN(class_count); cls++) {
+        uint32_t size = SM_FN(obj).class_bytes[cls];
+        cache->remote[cls].limit = size && size <= SM_FN(conf_max) ? SM_FN(batch_of)(cls) : 0;
+    }
     cache->want = SM_FN(budget_for)(sm_plat_cpu());
+    __atomic_add_fetch(&SM_FN(obj).caches_made, 1, __ATOMIC_RELAXED);
     SM_FN(pool_join)(cache);
     SM_FN(tls) = cache;
     return cache;
@@ -69,6 +76,7 @@ SM_SLOWPATH void SM_FN(cache_destroy)(void)
     sink.n = 0;
     for (unsigned cls = 0; cls < SM_FN(class_count); cls++)
         SM_FN(drain)(cache, &cache->list[cls], cache->list[cls].count, &sink);
+    SM_FN(remote_home)(cache, &sink);
     SM_FN(give_blocks)(sink.blocks, sink.n);
     SM_FN(pool_leave)(cache);
     sm_mctx_t f = sm_mctx_block(cache, sizeof *cache, SM_F_SIZED);

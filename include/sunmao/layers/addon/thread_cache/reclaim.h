@@ -20,6 +20,18 @@ SM_SLOWPATH void SM_FN(give_blocks)(void **blocks, unsigned n)
         SM_NEXT_FN(free_batch)(blocks, n);
 }
 
+/* Which partitions are another's, from request c's CPU; none while the process has had one thread
+ * cache (a lone thread that moves between CPUs shares no cache line with anyone), nor with a hold
+ * (its FIFO lists are the quarantine every free must join). */
+SM_INLINE void SM_FN(follow_partition)(struct SM_FN(cache) *cache, sm_mctx_t *c)
+{
+    if (SM_FN(holding) || __atomic_load_n(&SM_FN(obj).caches_made, __ATOMIC_RELAXED) < 2 ||
+        (int)(cache->batches - cache->trust_until) < 0)
+        cache->foreign = 0;
+    else
+        cache->foreign = SM_NEXT_FN(owner_foreign)(c);
+}
+
 /* Collects objects to release and hands them to the next layer a batch at a time. */
 struct SM_FN(sink) {
     unsigned n;
@@ -44,7 +56,7 @@ SM_SLOWPATH void SM_FN(list_corrupt)(const struct SM_FN(cache) *cache, struct SM
     sm_msg_format(detail, sizeof detail,
                   "free object of %zu bytes overwritten (write after free or overflow, or malloc/free from a signal "
                   "handler that interrupted this thread's own); %u cached objects dropped",
-                  (size_t)SM_FN(obj).class_bytes[l - cache->list], (unsigned)l->count);
+                  (size_t)SM_FN(obj).class_bytes[SM_FN(list_class)(cache, l)], (unsigned)l->count);
     l->head = NULL;
     l->count = 0;
     if (SM_RECLAIM_FN(low_water))
@@ -71,7 +83,49 @@ SM_INLINE void SM_FN(drain)(const struct SM_FN(cache) *cache, struct SM_FN(list)
     }
     l->head = p;
     l->count -= n;
-    sm_stats_thread_bytes[1] += (uint64_t)n * SM_FN(obj).class_bytes[l - cache->list]; /* thread.deallocated */
+    sm_stats_thread_bytes[1] += (uint64_t)n * SM_FN(obj).class_bytes[SM_FN(list_class)(cache, l)]; /* thread.deallocated */
+}
+
+/* Passive false sharing: an object of another partition's slab (another CPU's), freed here and
+ * then handed out here, would be this thread's next object of its class while its neighbours are
+ * in use on that CPU, every write a cache-line transfer (cache-scratch1: 63% of the worker's
+ * objects on the main thread's lines, 2.4 s against mimalloc's 1.2). So such frees go on the
+ * class's remote list, which malloc never takes from, and a full one goes home in one free_batch
+ * (a run of one class: one critical section), unless the thread took two or more batches from
+ * below since the list last filled: then it allocates from below while others' objects reach it (threads
+ * that trade blocks: sh8bench, wcet), where reusing them saves the next layer's locks on both
+ * sides, and they join its list as they did before remote lists. */
+SM_SLOWPATH void SM_FN(remote_overflow)(struct SM_FN(cache) *cache, unsigned cls)
+{
+    struct SM_FN(list) *r = &cache->remote[cls], *l = &cache->list[cls];
+    /* a remote list's low field: batches at its last overflow */
+    bool reuse = (uint16_t)((uint16_t)cache->batches - r->low) >= 2;
+    r->low = (uint16_t)cache->batches;
+    if (reuse) {
+        cache->trust_until = cache->batches + 64;
+        cache->foreign = 0;
+    }
+    struct SM_FN(sink) sink;
+    sink.n = 0;
+    while (reuse && r->count && l->count < l->limit) {
+        void *p = r->head;
+        if (SM_OPT_HARDEN && !SM_FN(is_cached)(cache, p)) {
+            SM_FN(list_corrupt)(cache, r, p);
+            return;
+        }
+        r->head = SM_FN(link_load)(cache, p);
+        r->count--;
+        SM_FN(list_push)(cache, l, p);
+    }
+    SM_FN(drain)(cache, r, r->count, &sink);
+    SM_FN(give_blocks)(sink.blocks, sink.n);
+}
+/* Every remote list goes home (a collection, the thread's exit, malloc_trim). */
+SM_INLINE void SM_FN(remote_home)(struct SM_FN(cache) *cache, struct SM_FN(sink) *sink)
+{
+    for (unsigned cls = 0; cls < SM_FN(class_count); cls++)
+        if (cache->remote[cls].count)
+            SM_FN(drain)(cache, &cache->remote[cls], cache->remote[cls].count, sink);
 }
 
 /* What the reclaim policy is shown of list l: the objects beyond its hold (SM_OPT_HOLD_BYTES), the
@@ -107,6 +161,7 @@ SM_SLOWPATH void SM_FN(gc)(struct SM_FN(cache) *cache, unsigned keep_cls, bool p
         l->limit = (uint16_t)(l->limit - cut);
         cache->capacity -= cut * size;
     }
+    SM_FN(remote_home)(cache, &sink);
     SM_FN(give_blocks)(sink.blocks, sink.n);
     cache->events = 0;
 }

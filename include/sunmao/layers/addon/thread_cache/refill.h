@@ -87,6 +87,8 @@ SM_SLOWPATH void *SM_FN(refill)(size_t size, sm_mctx_t *c)
     r.cpu = c->cpu;
     unsigned got = SM_NEXT_FN(alloc_batch)(&r, out, want ? want : 1);
     c->cpu = r.cpu; /* what the next layer learned, for the rest of the request */
+    cache->batches++;
+    SM_FN(follow_partition)(cache, c);
     if (!got)
         return NULL;
     sm_stats_thread_bytes[0] += (uint64_t)got * SM_FN(obj).class_bytes[SM_SIZECLASS_FN(size_to_class)(size)];
@@ -167,9 +169,23 @@ SM_SLOWPATH bool SM_FN(overflow)(sm_mctx_t *c)
          * class clears the mark: pop, refill, alloc_miss): on this list, on another thread's, or
          * given back below; a live object carries the mark only if the program wrote it there. */
         SM_ERR_FN(raise)(SM_ERR_DOUBLE_FREE, SM_LAYER_NAME, p,
-                         SM_FN(on_list)(cache, l, p) ? "object is already in the thread cache; ignored"
+                         SM_FN(on_list)(cache, l, p) || SM_FN(on_list)(cache, &cache->remote[cls], p)
+                             ? "object is already in the thread cache; ignored"
                                                      : "object was freed before (by another thread, or it left a thread cache since); ignored");
         return true;
+    }
+    SM_FN(follow_partition)(cache, c);
+    if (!(c->flags & SM_F_SIZED) && (SM_FN(owner_word)(c) & cache->foreign)) {
+        /* Another partition's object: onto its remote list, which a full one leaves first
+         * (reclaim.h, remote_overflow); the hit path came here with the list full or no cache */
+        struct SM_FN(list) *r = &cache->remote[cls];
+        if (r->count >= r->limit)
+            SM_FN(remote_overflow)(cache, cls);
+        if (r->count < r->limit) {
+            SM_FN(list_push)(cache, r, p);
+            SM_FN(event)(cache);
+            return true;
+        }
     }
     unsigned batch = SM_FN(batch_of)(cls), hold = SM_FN(hold_of)(l);
     if (SM_FN(holding) && l->limit < hold + batch)

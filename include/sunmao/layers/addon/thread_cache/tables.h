@@ -40,6 +40,7 @@ static struct {
     uint32_t core_max_kib;
     /* SM_OPT_HARDEN: the check word every cache of the process uses (lifecycle.h), odd. */
     uintptr_t check;
+    unsigned caches_made; /* caches ever made (atomic): with one, no object is another thread's */
 } SM_FN(obj) = { .once = SM_PLAT_ONCE_INIT };
 
 /* slot_of[(size + 15) / 16] = 16 x size_to_class(size) for size <= SM_SIZE_MAX, the offset of the

@@ -211,4 +211,17 @@ SM_INLINE bool SM_FN(owner_local)(const void *p, uintptr_t w, sm_mctx_t *c)
     return SM_FN(home_is_here)(__atomic_load_n(&s->home, __ATOMIC_RELAXED), c);
 }
 
+/* The owner-word bits of every shard but the one request c allocates from (its CPU's): a word with
+ * one of them set is a block of a slab another shard owns, as of the slab's last move; 0 with one
+ * shard, or where the words carry no shard (slab_lk/map.h). For a cache's hit path. */
+SM_INLINE uintptr_t SM_FN(owner_foreign)(sm_mctx_t *c)
+{
+    if (!SM_FN(word_shards) || SM_FN(shards_live) == 1)
+        return 0;
+    uintptr_t all = 0;
+    for (unsigned k = 0; k < SM_FN(shards_live); k++)
+        all |= SM_FN(shard_bit)(k);
+    return all & ~SM_FN(shard_bit)((unsigned)sm_mctx_cpu(c) & (SM_FN(shards_live) - 1));
+}
+
 #endif /* SM_SLAB_LK_PARTS */

@@ -34,7 +34,11 @@ SM_HOT uintptr_t SM_FN(lookup)(const void *p)
 {
     return sm_pagemap2_get_windowed(SM_FN(obj).map, &SM_FN(map_window), SM_FN(map_shift), p);
 }
-SM_HOT unsigned SM_FN(word_slot)(uintptr_t w) { return (unsigned)(uint16_t)w; }
+/* The home shard's bit (shard_bit, slab_lk/shards.h) sits in the word's low bits beside the slot
+ * when the classes leave room (64 or fewer: the slot takes bits 4-9) and there are 2-8 shards: a
+ * thread cache's free tests it against owner_foreign with no descriptor load (slab_lk/batch.h). */
+enum { SM_FN(word_shards) = SM_OPT_SHARDS > 1 && SM_OPT_SHARDS <= 8 && SM_SIZECLASS_FN(count) <= 64 };
+SM_HOT unsigned SM_FN(word_slot)(uintptr_t w) { return SM_FN(word_shards) ? (unsigned)w & 0x3f0u : (unsigned)(uint16_t)w; }
 SM_INLINE unsigned SM_FN(word_cls)(uintptr_t w) { return SM_FN(word_slot)(w) >> 4; }
 SM_INLINE uintptr_t SM_FN(word_first)(uintptr_t w) { return w >> 16; }
 /* The slab's start: the first object's address less the class's offset and the slab's colour,
@@ -58,9 +62,13 @@ SM_HOT size_t SM_FN(object_index)(const struct SM_FN(geo) *g, uintptr_t w, const
 {
     return SM_FN(object_index_from)(g, SM_FN(word_first)(w), p);
 }
+SM_INLINE uintptr_t SM_FN(shard_bit)(unsigned shard);
 SM_INLINE uintptr_t SM_FN(make_word)(const struct SM_FN(slab) *s, unsigned cls)
 {
-    return (uintptr_t)s->objects << 16 | cls << 4;
+    uintptr_t w = (uintptr_t)s->objects << 16 | cls << 4;
+    if (SM_FN(word_shards) && SM_SIZECLASS_FN(class_to_size)(cls) <= (size_t)(SM_OPT_SHARD_MAX))
+        w |= SM_FN(shard_bit)((unsigned)(s->home - SM_FN(obj).cls) / SM_FN(class_count));
+    return w;
 }
 
 /* Leaves: 8 MiB, zero-filled, from the metadata route (by default the OS layer, so only the pages

@@ -35,6 +35,27 @@ SM_INLINE struct SM_FN(class) *SM_FN(class_here)(unsigned cls, sm_mctx_t *c)
     return &SM_FN(obj).cls[SM_FN(shard_here)(cls, c) * SM_FN(class_count) + cls];
 }
 
+/* The bit of the owner word (slab_lk/map.h) that names shard `shard` as a slab's home: bits 0-3 for
+ * shards 0-3, 10-13 for 4-7, around the slot's bits 4-9. */
+SM_INLINE uintptr_t SM_FN(shard_bit)(unsigned shard)
+{
+    return (uintptr_t)1 << (shard < 4 ? shard : shard + 6);
+}
+
+/* A slab that moved to shard k's class struct: its granules' words name its new home. Class lock
+ * of k held (class lock -> map lock). A free that read the old word meanwhile only asks
+ * owner_local, which reads the descriptor. */
+SM_SLOWPATH void SM_FN(rehome_word)(struct SM_FN(slab) *s, unsigned cls)
+{
+    if (!SM_FN(word_shards) || SM_SIZECLASS_FN(class_to_size)(cls) > (size_t)(SM_OPT_SHARD_MAX))
+        return;
+    const struct SM_FN(geo) *g = &SM_FN(geometry)[cls];
+    void *base = g->offslab ? (void *)s->objects : (void *)s;
+    SM_SYNC_FN(lock)(&SM_FN(obj).map_lock);
+    sm_pagemap2_set(SM_FN(obj).map, SM_FN(map_shift), base, s->bytes, SM_FN(make_word)(s, cls), SM_FN(map_node_alloc));
+    SM_SYNC_FN(unlock)(&SM_FN(obj).map_lock);
+}
+
 /* Whether a slab under class struct home belongs to the shard request c would allocate from. */
 SM_INLINE bool SM_FN(home_is_here)(const struct SM_FN(class) *home, sm_mctx_t *c)
 {
@@ -62,6 +83,7 @@ SM_SLOWPATH struct SM_FN(slab) *SM_FN(steal)(struct SM_FN(class) *k, unsigned cl
         if (s) {
             SM_FN(retire)(v, s);
             __atomic_store_n(&s->home, k, __ATOMIC_RELAXED);
+            SM_FN(rehome_word)(s, cls);
         }
         SM_SYNC_FN(unlock)(&v->lock);
         if (s)

@@ -43,8 +43,8 @@ SM_INLINE uintptr_t SM_FN(shard_bit)(unsigned shard)
 }
 
 /* A slab that moved to shard k's class struct: its granules' words name its new home. Class lock
- * of k held (class lock -> map lock). A free that read the old word meanwhile only asks
- * owner_local, which reads the descriptor. */
+ * of k held (class lock -> map lock). A cache's free that read the old word meanwhile only picks
+ * the wrong one of its lists, a matter of speed: frees go by the descriptor's home. */
 SM_SLOWPATH void SM_FN(rehome_word)(struct SM_FN(slab) *s, unsigned cls)
 {
     if (!SM_FN(word_shards) || SM_SIZECLASS_FN(class_to_size)(cls) > (size_t)(SM_OPT_SHARD_MAX))

@@ -11,9 +11,10 @@
  *
  * Built plain (run it under LD_PRELOAD=lib<inst>.so), or with -DSM_TEST_PREFIX=sm_<inst>_ against
  * libsm_<inst>.a. A second argument raises the slack (MiB) for an allocator that pins more by
- * design (a quarantine of freed blocks: release.sh). Cases: medium_shrunk_returned_first, medium_returned,
- * large_returned_during_small_churn, small_returned, medium_shrunk_returned, malloc_trim_returns,
- * large_growth. */
+ * design (a quarantine of freed blocks: release.sh), a third the bound of regrow_after_shrink (peak
+ * over live bytes, default 1.6) for one whose classes never merge. Cases:
+ * medium_shrunk_returned_first, medium_returned, large_returned_during_small_churn, small_returned,
+ * medium_shrunk_returned, malloc_trim_returns, large_growth, regrow_after_shrink. */
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -40,6 +41,7 @@ SM_CUSTOM_API_DECLARE(SM_TEST_PREFIX)
 #define MiB (1024.0 * 1024.0)
 static int wait_ms = 2500;
 static double slack_mib = 4.0;
+static double regrow_max = 1.6; /* regrow_after_shrink's bound: peak over the live bytes */
 
 static double rss_mib(void)
 {
@@ -271,6 +273,60 @@ static void large_growth(void)
     ALLOC(free)(p);
 }
 
+/* Buffers grown by small reallocs, interleaved, then shrunk to a few bytes and grown again, round
+ * after round (a line or message buffer reused): a shrink the layer makes in place keeps the
+ * buffer where it is, to regrow into its own freed tail; moving every shrunk buffer out places it
+ * anew among the others on each round, and the heap fragments (libsunmao peaked at 2.4x the live
+ * bytes that way). The peak must stay within regrow_max (1.6) times the live bytes, plus slack. */
+static void regrow_after_shrink(void)
+{
+    enum { BUFS = 64, ROUNDS = 10 };
+    const size_t max = 250000; /* not a class size: a layer's check bytes after it do not double it */
+    uint64_t seed = 0x7e6;
+    char *b[BUFS] = { 0 };
+    size_t n[BUFS] = { 0 };
+    ALLOC(malloc_trim)(0); /* the cases before left free memory resident, which the peak would hide */
+    CHECK(reset_peak());
+    double base = rss_mib();
+    bool intact = true;
+    for (int r = 0; r < ROUNDS && intact; r++) {
+        for (bool grown = false; !grown && intact;) {
+            grown = true;
+            for (int i = 0; i < BUFS && intact; i++) {
+                if (n[i] >= max)
+                    continue;
+                grown = false;
+                size_t to = n[i] + 1 + (size_t)(rnd(&seed) % (n[i] / 8 + 64));
+                to = to < max ? to : max;
+                char *q = ALLOC(realloc)(b[i], to);
+                CHECKF(q != NULL, "realloc(%zu) failed", to);
+                if (!q)
+                    return;
+                intact = !n[i] || (q[0] == (char)(i | 1) && q[n[i] - 1] == (char)(i | 1));
+                memset(q + n[i], i | 1, to - n[i]);
+                b[i] = q, n[i] = to;
+            }
+        }
+        for (int i = 0; i < BUFS && intact; i++) {
+            size_t to = 1 + (size_t)(rnd(&seed) % 256);
+            char *q = ALLOC(realloc)(b[i], to);
+            CHECKF(q != NULL, "realloc shrink to %zu failed", to);
+            if (!q)
+                return;
+            intact = q[0] == (char)(i | 1) && q[to - 1] == (char)(i | 1);
+            b[i] = q, n[i] = to;
+        }
+    }
+    CHECKF(intact, "a buffer lost its contents in a realloc");
+    double peak = peak_mib(), live = BUFS * (double)max / MiB;
+    printf("# regrow after shrink: base %.1f MiB, peak %.1f for %.1f MiB of buffers\n", base, peak, live);
+    CHECKF(peak > 0 && peak - base <= live * regrow_max + slack_mib,
+           "peak RSS %.1f MiB over a base of %.1f for %.1f MiB of buffers grown, shrunk and grown again (at most %.1fx)",
+           peak, base, live, regrow_max);
+    for (int i = 0; i < BUFS; i++)
+        ALLOC(free)(b[i]);
+}
+
 int main(int argc, char **argv)
 {
     check_begin(PROGRAM);
@@ -278,8 +334,10 @@ int main(int argc, char **argv)
         wait_ms = atoi(argv[1]);
     if (argc > 2)
         slack_mib = atof(argv[2]);
-    if (wait_ms < 1 || slack_mib < 0) {
-        fprintf(stderr, "usage: %s [wait_ms [slack_mib]]\n", argv[0]);
+    if (argc > 3)
+        regrow_max = atof(argv[3]);
+    if (wait_ms < 1 || slack_mib < 0 || regrow_max < 1) {
+        fprintf(stderr, "usage: %s [wait_ms [slack_mib [regrow_max]]]\n", argv[0]);
         return 2;
     }
     void *warm = ALLOC(malloc)(100);
@@ -290,10 +348,13 @@ int main(int argc, char **argv)
     RUN_CASE(small_returned);
     RUN_CASE(medium_shrunk_returned);
     RUN_CASE(malloc_trim_returns);
-    if (reset_peak())
+    if (reset_peak()) {
         RUN_CASE(large_growth);
-    else
+        RUN_CASE(regrow_after_shrink);
+    } else {
         check_skip("large_growth", "/proc/self/clear_refs cannot reset the peak RSS here");
+        check_skip("regrow_after_shrink", "/proc/self/clear_refs cannot reset the peak RSS here");
+    }
     for (int i = 0; i < 256; i++)
         ALLOC(free)(churn_live[i]);
     return check_failures_total ? 1 : 0;

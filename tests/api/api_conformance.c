@@ -275,16 +275,21 @@ static void realloc_null_is_malloc(void)
     }
 }
 
-/* Grow a block step by step from 1 B to 8 MiB; the whole old contents must move along. */
+/* Grow a block step by step from 1 B to 40 MiB; the whole old contents must move along. From 4 MiB
+ * on, a block allocated after each step tends to take the pages after it, so the large steps move
+ * the block (a copy, or its pages moved by the stack: capability MOVE) more often than not. */
 static void realloc_grow_preserves(void)
 {
-    size_t n = 1;
+    size_t n = 1, nblockers = 0;
+    void *blockers[16];
     unsigned char *p = f_malloc(n);
     CHECK(p != NULL);
     if (!p)
         return;
     seed_fill(p, n, 11);
-    while (n < 8 * MiB) {
+    while (n < 40 * MiB) {
+        if (n >= 4 * MiB && nblockers < sizeof blockers / sizeof *blockers)
+            blockers[nblockers++] = f_malloc(MiB);
         size_t m = n < 64 ? n + 1 : n + n / 3 + 5;
         unsigned char *q = f_realloc(p, m);
         CHECKF(q != NULL, "realloc(%p, %zu) = NULL", (void *)p, m);
@@ -299,6 +304,8 @@ static void realloc_grow_preserves(void)
         p = q, n = m;
     }
     f_free(p);
+    for (size_t i = 0; i < nblockers; i++)
+        f_free(blockers[i]);
 }
 
 static void realloc_shrink_preserves(void)

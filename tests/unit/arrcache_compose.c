@@ -44,7 +44,7 @@
 #define SM_OPT_GRANULE 64
 #include <sunmao/layers/addon/aligned.h>
 
-_Static_assert(bf_caps == (SM_CAP_BATCH | SM_CAP_OWNER) && ta_caps == SM_CAP_HIT, "capabilities");
+_Static_assert(bf_caps == (SM_CAP_BATCH | SM_CAP_OWNER | SM_CAP_MOVE) && ta_caps == (SM_CAP_HIT | SM_CAP_MOVE), "capabilities");
 
 static unsigned long errors;
 static void on_error(sm_err_kind_t kind, const char *layer, const void *ptr, const char *detail)

@@ -24,7 +24,7 @@
 #define SM_OPT_CAP 32
 #include <sunmao/layers/addon/carrcache_lk.h>
 
-_Static_assert(cc_caps == 0 && cc_thread_safe == 1 && cc_cpus == 4, "properties");
+_Static_assert(cc_caps == SM_CAP_MOVE && cc_thread_safe == 1 && cc_cpus == 4, "properties");
 #define FB(field) FAKE_BATCH_GET(fb, field)
 
 static void *on_cpu(int cpu, size_t n)

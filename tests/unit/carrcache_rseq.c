@@ -32,7 +32,7 @@
 #define SM_OPT_BATCH_MAX 16
 #include <sunmao/layers/addon/carrcache_rseq.h>
 
-_Static_assert(pc_caps == SM_CAP_HIT && pc_thread_safe == 1, "properties");
+_Static_assert(pc_caps == (SM_CAP_HIT | SM_CAP_MOVE) && pc_thread_safe == 1, "properties");
 #define FB(field) FAKE_BATCH_GET(fb, field)
 
 static void *alloc(size_t n)

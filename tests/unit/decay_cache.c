@@ -636,6 +636,51 @@ static void resize_grows_into_a_cached_neighbour(void)
     start_clean();
 }
 
+/* Capability MOVE: a live block the program holds moves with the next layer's remap, its pages
+ * carried (resident, not refaulted, not copied), its old address no longer a block; a pointer that
+ * is not one of the next layer's blocks is refused and left as it was. */
+static void move_carries_a_live_block_elsewhere(void)
+{
+    start_clean();
+    counts.refuse_joins = true;
+    size_t page = sm_plat_page_size();
+    sm_mctx_t a = ALLOC(dg, 8 * MiB, 16);
+    char *p = (char *)a.ptr;
+    CHECK(p != NULL);
+    if (!p)
+        return;
+    fill_pages(p, 8 * MiB, 91);
+    /* The page after the block taken, so that it cannot grow where it is. */
+    void *guard = mmap(p + 8 * MiB, page, PROT_READ, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE, -1, 0);
+    if (guard != MAP_FAILED && guard != p + 8 * MiB) { /* a kernel that ignores the flag */
+        munmap(guard, page);
+        guard = MAP_FAILED;
+    }
+    unsigned long remaps = counts.remaps;
+    size_t resident = resident_pages(p, 8 * MiB);
+    sm_mctx_t r = sm_mctx_block(p, 0, 0);
+    CHECK(dg_move(&r, 24 * MiB));
+    char *q = (char *)r.ptr;
+    CHECK(counts.remaps == remaps + 1 && cnt_usable(q) == 24 * MiB);
+    if (guard != MAP_FAILED)
+        CHECK(q != p && unmapped(p) && cnt_usable(p) == 0);
+    bool same = true;
+    for (size_t off = 0; off < 8 * MiB && same; off += page)
+        same = *(size_t *)(q + off) == (((size_t)p + off) ^ 91);
+    CHECK(same && resident_pages(q, 8 * MiB) == resident && all_zero((unsigned char *)q + 8 * MiB, 16 * MiB));
+    fill_pages(q, 24 * MiB, 92);
+    CHECK(pages_ok(q, 24 * MiB, 92));
+    FREE(dg, q);
+    CHECK(errors[SM_ERR_INVALID_FREE] == 0 && errors[SM_ERR_DOUBLE_FREE] == 0);
+
+    char local[64];
+    r = sm_mctx_block(local, 0, 0);
+    CHECK(!dg_move(&r, 24 * MiB) && r.ptr == local && counts.remaps == remaps + 2);
+    if (guard != MAP_FAILED)
+        munmap(guard, page);
+    start_clean();
+}
+
 /* The malloc-large shape: 20 slots, each iteration replaces a random one with a new block of
  * 5-25 MiB (allocated before the old one is freed, as `buf[i] = make_unique<char[]>(n)` does) and
  * writes every page of it. Returns seconds; *faults gets the minor page faults taken. */
@@ -738,6 +783,7 @@ int main(void)
     RUN_CASE(grow_skips_purged_and_overaligned);
     RUN_CASE(split_keeps_the_tail_cached);
     RUN_CASE(resize_grows_into_a_cached_neighbour);
+    RUN_CASE(move_carries_a_live_block_elsewhere);
     RUN_CASE(large_blocks_do_not_thrash);
     return check_end();
 }

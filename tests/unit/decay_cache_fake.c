@@ -31,7 +31,8 @@
 #define SM_OPT_MAX_BYTES ((size_t)16 << 20)
 #include <sunmao/layers/addon/decay_cache.h>
 
-_Static_assert(dg_caps == 0 && dp_caps == 0 && fm_caps == SM_CAP_MAPPING, "decay_cache offers no capability");
+_Static_assert(dg_caps == SM_CAP_MOVE && dp_caps == SM_CAP_MOVE && fm_caps == SM_CAP_MAPPING,
+               "decay_cache offers MOVE only");
 _Static_assert(dg_min_align == 4096 && dp_min_align == 16 && !dg_zeroed, "properties follow the next layer");
 
 #define MiB ((size_t)1 << 20)

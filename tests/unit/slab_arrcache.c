@@ -30,7 +30,7 @@
 #define SM_OPT_CAP 64
 #include <sunmao/layers/addon/tarrcache.h>
 
-_Static_assert(sa_caps == SM_CAP_HIT, "capabilities");
+_Static_assert(sa_caps == (SM_CAP_HIT | SM_CAP_MOVE), "capabilities");
 #define FB(field) FAKE_BATCH_GET(fb, field)
 static void *run(void *fn) { ((void (*)(void))fn)(); return NULL; }
 static void in_thread(void (*fn)(void))

@@ -28,7 +28,7 @@
 #define SM_OPT_CAP 8
 #include <sunmao/layers/addon/tarrcache.h>
 
-_Static_assert(tc8_caps == SM_CAP_HIT && tc8_zeroed == 0 && tc8_thread_safe == 1, "properties");
+_Static_assert(tc8_caps == (SM_CAP_HIT | SM_CAP_MOVE) && tc8_zeroed == 0 && tc8_thread_safe == 1, "properties");
 
 #define FB(field) FAKE_BATCH_GET(fb, field)
 static void *run(void *fn) { ((void (*)(void))fn)(); return NULL; }

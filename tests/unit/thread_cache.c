@@ -98,6 +98,7 @@ static inline uintptr_t cnt_block_owner(const void *p)
     return sl_block_owner(p);
 }
 static inline bool cnt_purge(sm_mctx_t *c) { return sl_purge(c); }
+static inline bool cnt_move(sm_mctx_t *c, size_t n) { return sl_move(c, n); }
 static inline void cnt_stats(sm_stats_t *s) { sl_stats(s); }
 static inline void cnt_release(sm_release_t *r) { sl_release(r); }
 static inline void cnt_thread_exit(void)

@@ -33,7 +33,7 @@
 #include <sunmao/layers/addon/thread_cache.h>
 
 _Static_assert(cache_thread_safe == 1 && cache_min_align == 16 && cache_zeroed == 0, "properties");
-_Static_assert(cache_caps == SM_CAP_HIT && fb_caps == (SM_CAP_BATCH | SM_CAP_OWNER), "capabilities");
+_Static_assert(cache_caps == (SM_CAP_HIT | SM_CAP_MOVE) && fb_caps == (SM_CAP_BATCH | SM_CAP_OWNER), "capabilities");
 
 #define FB(field) FAKE_BATCH_GET(fb, field)
 

@@ -81,6 +81,7 @@ static inline void bump_free(sm_mctx_t *c)
 static inline bool bump_getmeta(sm_mctx_t *c) { (void)c; return false; }
 static inline bool bump_resize(sm_mctx_t *c, size_t n) { (void)c, (void)n; return false; }
 static inline bool bump_purge(sm_mctx_t *c) { (void)c; return false; }
+static inline bool bump_move(sm_mctx_t *c, size_t n) { (void)c, (void)n; return false; }
 static inline void bump_release(sm_release_t *r) { (void)r; }
 static inline void bump_thread_exit(void) {}
 static inline void bump_stats(sm_stats_t *s) { (void)s; }

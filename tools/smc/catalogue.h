@@ -33,7 +33,8 @@ enum smc_type { SMC_T_INT, SMC_T_SIZE, SMC_T_BOOL, SMC_T_POLICY, SMC_T_RANGE };
 #define SMC_CAP_OWNER   4u
 #define SMC_CAP_MAPPING 8u
 #define SMC_CAP_STABLE  16u
-#define SMC_CAP_ALL     31u
+#define SMC_CAP_MOVE    32u
+#define SMC_CAP_ALL     63u
 
 struct smc_key {
     const char *name;    /* the model name: slab_size, sync, size_handle */
@@ -63,7 +64,9 @@ struct smc_layer {
                                or SM_LAYER_CAPS SM_CAPS(SM_NEXT) [& mask], in the header: what a
                                layer above sees is next & offers); 0: it offers offers */
     const char *offers_when; /* "" always; else the option macro (SM_OPT_STABLE) that must be
-                                non-zero for the layer to offer `offers` (#if around its definition) */
+                                non-zero for the layer to offer when_caps (#if around its definition) */
+    unsigned when_caps;      /* of offers, those offered only with offers_when on (the rest are
+                                defined outside the #if, or in its #else) */
     const char *serves_max;  /* "" none; else the largest request it serves, as a key or key/key of
                                 its own (buddy_glk: chunk_size; slab_wf: slab_size/min_objects) */
     const struct smc_key *keys;

@@ -140,22 +140,29 @@ function strip_name(s, name,   i, c, d, n) {
 }
 function capbit(name) {
     if (name == "HIT") return 1; if (name == "BATCH") return 2; if (name == "OWNER") return 4
-    if (name == "MAPPING") return 8; if (name == "STABLE") return 16; if (name == "ALL") return 31
+    if (name == "MAPPING") return 8; if (name == "STABLE") return 16; if (name == "MOVE") return 32
+    if (name == "ALL") return 63
     return -1
 }
 function capnames(m,   r) {
-    if (m == 31) return "SMC_CAP_ALL"
+    if (m == 63) return "SMC_CAP_ALL"
     r = ""
     if (m % 2 >= 1) r = r " | SMC_CAP_HIT"
     if (m % 4 >= 2) r = r " | SMC_CAP_BATCH"
     if (m % 8 >= 4) r = r " | SMC_CAP_OWNER"
     if (m % 16 >= 8) r = r " | SMC_CAP_MAPPING"
     if (m % 32 >= 16) r = r " | SMC_CAP_STABLE"
+    if (m % 64 >= 32) r = r " | SMC_CAP_MOVE"
     return r == "" ? "0" : substr(r, 4)
+}
+function andnot(a, b,   r, bit) {
+    r = 0
+    for (bit = 1; bit <= 32; bit *= 2) if (a % (2 * bit) >= bit && b % (2 * bit) < bit) r += bit
+    return r
 }
 function orbits(a, b,   r, bit) {
     r = 0
-    for (bit = 1; bit <= 16; bit *= 2) if (a % (2 * bit) >= bit || b % (2 * bit) >= bit) r += bit
+    for (bit = 1; bit <= 32; bit *= 2) if (a % (2 * bit) >= bit || b % (2 * bit) >= bit) r += bit
     return r
 }
 # A size written N, N << M or (N << M), with an optional u/U/(size_t) cast: its value, or "".
@@ -210,6 +217,7 @@ function code(h, line,   m, v, fam, msg) {
         return
     }
     if (line ~ /^[ \t]*#[ \t]*endif/) { ifndef_mac = ""; ifopt = ""; return }
+    if (line ~ /^[ \t]*#[ \t]*else/ && ifopt != "") { ifopt = ""; return }
     if (line ~ /^[ \t]*#[ \t]*include[ \t]*".*policies\/size_handle\.h"/) { rangecode[h] = 1; return }
     if (line ~ /^[ \t]*#[ \t]*define[ \t]+SM_[A-Z_]+[ \t]/) {
         m = line; sub(/^[ \t]*#[ \t]*define[ \t]+/, "", m); v = m
@@ -225,7 +233,10 @@ function code(h, line,   m, v, fam, msg) {
             while (match(v, /SM_CAP_[A-Z]+/)) {
                 fam = substr(v, RSTART + 7, RLENGTH - 7); v = substr(v, RSTART + RLENGTH)
                 if (capbit(fam) < 0) problem(h, "SM_LAYER_OFFERS names no capability SM_CAP_" fam)
-                else { offers[h] = orbits(offers[h] + 0, capbit(fam)); if (fam == "ALL") fwd[h] = 1 }
+                else {
+                    offers[h] = orbits(offers[h] + 0, capbit(fam)); if (fam == "ALL") fwd[h] = 1
+                    if (ifopt == "") offplain[h] = orbits(offplain[h] + 0, capbit(fam))
+                }
             }
         }
         if (m == "SM_LAYER_CAPS" && v ~ /SM_CAPS\(SM_NEXT\)/) fwd[h] = 1
@@ -536,7 +547,7 @@ BEGIN {
     for (j = 1; j <= nl; j++) {
         h = lay[j]
         if (noff[h] > 1) print "    /* " mname[h] ": " noff[h] " definitions of SM_LAYER_OFFERS under #if (" offdefs[h] "): their union */" > OUT
-        printf "    {%s, %s, %s, SMC_%s, %s, %s, %d, %s, %s,\n", cstr(mname[h]), cstr(maliases[h]), cstr(rel(h)), toupper(mkind[h]), layer_flags(h), capnames(offers[h] + 0), fwd[h] ? 1 : 0, cstr(offwhen[h]), cstr(servesmax[h]) > OUT
+        printf "    {%s, %s, %s, SMC_%s, %s, %s, %d, %s, %s, %s,\n", cstr(mname[h]), cstr(maliases[h]), cstr(rel(h)), toupper(mkind[h]), layer_flags(h), capnames(offers[h] + 0), fwd[h] ? 1 : 0, cstr(offwhen[h]), capnames(offwhen[h] == "" ? 0 : andnot(offers[h] + 0, offplain[h] + 0)), cstr(servesmax[h]) > OUT
         printf "     %s, %d, %s, %d,\n", nk[h] ? "keys_" mname[h] : "NULL", nk[h], nn[h] ? "needs_" mname[h] : "NULL", nn[h] + 0 > OUT
         printf "     %s},\n", cstr(summary[h]) > OUT
     }

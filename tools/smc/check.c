@@ -148,6 +148,7 @@ const char *smc_cap_name(unsigned cap)
     case SMC_CAP_OWNER: return "OWNER";
     case SMC_CAP_MAPPING: return "MAPPING";
     case SMC_CAP_STABLE: return "STABLE";
+    case SMC_CAP_MOVE: return "MOVE";
     default: return "?";
     }
 }
@@ -410,7 +411,7 @@ static int enable_offer(struct smc_comp *c, unsigned j, unsigned cap, const char
 {
     struct smc_elem *e = &c->e[j];
     const struct smc_layer *L = e->layer;
-    if (!*L->offers_when || !(L->offers & cap)) return 0;
+    if (!*L->offers_when || !(L->when_caps & cap)) return 0;
     for (unsigned k = 0; k < L->nkeys; k++) {
         const struct smc_key *key = &L->keys[k];
         if (strcmp(key->macro, L->offers_when)) continue;
@@ -646,7 +647,7 @@ int smc_check(const struct smc_line *l, int mode, const char *name, struct smc_c
     for (unsigned i = 0; i < c->n; i++) {
         const struct smc_layer *L = c->e[i].layer;
         unsigned below = i ? caps[i - 1] : 0;
-        unsigned offers = *L->offers_when && !option_on(&c->e[i], L->offers_when) ? 0 : L->offers;
+        unsigned offers = *L->offers_when && !option_on(&c->e[i], L->offers_when) ? L->offers & ~L->when_caps : L->offers;
         caps[i] = L->forwards ? (below & offers) : offers;
         if (i == 0 && c->fragment && L->kind != SMC_OS) continue; /* its next layer is not in the fragment */
         for (unsigned k = 0; k < L->nneeds; k++) {

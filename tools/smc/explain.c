@@ -8,7 +8,7 @@ static const char *caps_text(unsigned caps, char *buf, size_t n)
 {
     size_t len = 0;
     buf[0] = 0;
-    for (unsigned c = 1; c <= SMC_CAP_STABLE; c <<= 1)
+    for (unsigned c = 1; c <= SMC_CAP_MOVE; c <<= 1)
         if (caps & c) len += (size_t)snprintf(buf + len, n - len, "%s%s", len ? ", " : "", smc_cap_name(c));
     if (!len) snprintf(buf, n, "none");
     return buf;
@@ -18,9 +18,15 @@ static const char *caps_text(unsigned caps, char *buf, size_t n)
 static void caps_sentence(FILE *f, const struct smc_layer *L)
 {
     char b[128];
-    fprintf(f, "offers %s", L->forwards ? "its next layer's" : caps_text(L->offers, b, sizeof b));
-    if (L->forwards && L->offers != SMC_CAP_ALL) fprintf(f, " among %s", caps_text(L->offers, b, sizeof b));
-    if (*L->offers_when) fprintf(f, " with %s on", L->offers_when);
+    unsigned always = L->offers & ~L->when_caps;
+    if (*L->offers_when && !L->forwards && always) { /* some always, some with the option */
+        fprintf(f, "offers %s", caps_text(always, b, sizeof b));
+        fprintf(f, ", and %s with %s on", caps_text(L->when_caps, b, sizeof b), L->offers_when);
+    } else {
+        fprintf(f, "offers %s", L->forwards ? "its next layer's" : caps_text(L->offers, b, sizeof b));
+        if (L->forwards && L->offers != SMC_CAP_ALL) fprintf(f, " among %s", caps_text(L->offers, b, sizeof b));
+        if (*L->offers_when) fprintf(f, " with %s on", L->offers_when);
+    }
     if (L->nneeds) {
         fprintf(f, "; needs");
         for (unsigned k = 0; k < L->nneeds; k++)

@@ -54,6 +54,14 @@
  *     bool  L_join(sm_mctx_t *c, void *next)           make c->ptr and the block `next`, which
  *                                                      starts where c->ptr ends, one block at
  *                                                      c->ptr (the caller owns both); false: unchanged
+ *   SM_CAP_MOVE     a live block of the program moved without copying, for the socket's realloc:
+ *     bool  L_move(sm_mctx_t *c, size_t n)             give c->ptr, a block the program holds, >= n
+ *                                                      usable bytes at another address by moving its
+ *                                                      pages (its contents come along; c->ptr
+ *                                                      updated); false: unchanged, the caller copies
+ *     A layer that keeps state by a live block's address (a profile's sample, a guard, a checksum
+ *     past the end) does not offer it for its own blocks; a layer that passes other blocks on
+ *     forwards the call for them. Only a layer that owns the block's mapping moves it.
  *   SM_CAP_STABLE   type-stable memory, no functions: a block of at most L_stable_max bytes that
  *                   the layer served stays mapped and readable after it is freed, for the life of
  *                   the process (reused or purged, never unmapped). What a lock-free structure
@@ -71,7 +79,8 @@
 #define SM_CAP_OWNER   4
 #define SM_CAP_MAPPING 8
 #define SM_CAP_STABLE  16
-#define SM_CAP_ALL     31
+#define SM_CAP_MOVE    32
+#define SM_CAP_ALL     63
 
 /* The capabilities a composed layer instance offers, and whether it offers cap. */
 #define SM_CAPS(layer)         SM_CAT3(layer, _, caps)

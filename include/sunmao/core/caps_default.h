@@ -90,6 +90,14 @@ SM_INLINE SM_UNUSED bool SM_FN(join)(sm_mctx_t *c, void *next)
 }
 #endif
 
+#if !((SM_LAYER_OFFERS) & SM_CAP_MOVE)
+SM_INLINE SM_UNUSED bool SM_FN(move)(sm_mctx_t *c, size_t n)
+{
+    (void)c, (void)n;
+    return false;
+}
+#endif
+
 #if !((SM_LAYER_OFFERS) & SM_CAP_STABLE)
 enum { SM_FN(stable_max) = 0 };
 #endif

@@ -453,6 +453,9 @@ SM_SLOWPATH SM_UNUSED bool SM_FN(remap)(sm_mctx_t *c, size_t n)
     return false;
 }
 
+/* Capability MOVE: a direct block the program holds moves as remap moves it. */
+SM_INLINE bool SM_FN(move)(sm_mctx_t *c, size_t n) { return SM_FN(remap)(c, n); }
+
 SM_INLINE void SM_FN(thread_exit)(void)
 {
     if ((SM_OPT_THREAD_HEAP_SIZE) == 0)
@@ -488,5 +491,5 @@ SM_INLINE void SM_FN(fork_child)(void) { SM_SYNC_FN(fork_reinit)(&SM_FN(obj).loc
 #undef SM_OPT_HUGE_PAGES
 #undef SM_OPT_FAA_GROWTH
 #undef SM_OPT_FAA_ARENA_REGIONS
-#define SM_LAYER_OFFERS SM_CAP_MAPPING
+#define SM_LAYER_OFFERS (SM_CAP_MAPPING | SM_CAP_MOVE)
 #include "../core/layer_end.h"

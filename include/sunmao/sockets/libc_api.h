@@ -8,7 +8,8 @@
  *                  clock (below); 0: memory goes back only on the layers' own request paths and
  *                  on malloc_trim
  *   SM_SOCKET_MOVE_PURGE_MIN  (optional, default 4 MiB) a realloc that moves a block of at least
- *                  this many bytes gives back the old block's pages as it copies them
+ *                  this many bytes first asks the stack to move its pages (capability MOVE), and
+ *                  where it cannot, gives back the old block's pages as it copies them
  *
  * Start-up: the first request that reaches the stack initialises it (secret seed, layer create
  * hooks bottom-up, then the fork handlers) with no memory of its own, so allocations from libc
@@ -451,13 +452,20 @@ static __attribute__((noinline)) void *sm_socket_realloc_change(void *ptr, size_
     sm_mctx_t c = sm_mctx_block(ptr, 0, 0);
     /* A shrink comes here only when it would free more than half the block; a layer whose block
      * still fits (a size class, a power of two) may keep it whole, and then it is moved if that
-     * frees a page or more: 150 blocks of 100-600 KB shrunk to 4 KiB kept 56 MiB in segfit_lf's
+     * frees 16 KiB or more (core/release.h): 150 blocks of 100-600 KB shrunk to 4 KiB kept 56 MiB in segfit_lf's
      * classes (wfslab). */
     if (SM_NEXT_FN(resize)(&c, size) && (size > usable || sm_socket_kept_shrunk(ptr, size))) {
         if (sm_unlikely(sm_conf.fill))
             sm_socket_fill_grown(ptr, usable);
         sm_socket_bg_check(); /* a shrink in place frees a tail, which may start the clock */
         return ptr;
+    }
+    /* A large growth moves the pages where the stack can (no copy: glibc's mremap of its mapped
+     * chunks), a layer that keys state by the block's address declining. */
+    if (size > usable && usable >= (SM_SOCKET_MOVE_PURGE_MIN) && SM_NEXT_FN(move)(&c, size)) {
+        if (sm_unlikely(sm_conf.fill))
+            sm_socket_fill_grown(c.ptr, usable);
+        return c.ptr;
     }
     void *moved = sm_socket_alloc(size, SM_MIN_ALIGN, 0);
     if (!moved)

@@ -22,7 +22,7 @@ _Static_assert((int)fake_caps == (int)slab_caps, "passthrough offers its next la
 #define SM_ERR warn
 #define SM_SIZE_MAX 8192
 #include <sunmao/layers/addon/thread_cache.h>
-_Static_assert((int)cache_caps == SM_CAP_HIT, "thread_cache offers hit paths");
+_Static_assert((int)cache_caps == (SM_CAP_HIT | SM_CAP_MOVE), "thread_cache offers hit paths, and forwards moves");
 #define SM_NEXT cache
 #define SM_ERR warn
 #define SM_PREFIX t_

@@ -17,7 +17,8 @@
  *   getmeta the next layer's answer: usable >= size' >= the size the program asked for.
  * Invariant: every block this layer handed out starts on a multiple of G and its usable size (the
  * next layer's) is at least a multiple of G that covers the request.
- * Capabilities: needs none. Forwards OWNER, MAPPING and STABLE (they carry no size to round);
+ * Capabilities: needs none. Forwards OWNER, MAPPING, STABLE and MOVE (the size a remap or a move
+ * is asked for rounded up to the granule);
  * forwards HIT and BATCH only when G <= SM_MIN_ALIGN, where the next layer's hit paths and classes
  * already give 16-byte multiples (alloc_hit is asked for the rounded size): with a larger granule
  * a class object need not be aligned to it, so those capabilities are not offered and the socket
@@ -88,6 +89,11 @@ SM_INLINE bool SM_FN(resize)(sm_mctx_t *c, size_t n)
     size_t r = SM_FN(round)(n);
     return r != SIZE_MAX && SM_NEXT_FN(resize)(c, r);
 }
+SM_INLINE bool SM_FN(move)(sm_mctx_t *c, size_t n)
+{
+    size_t r = SM_FN(round)(n);
+    return r != SIZE_MAX && SM_NEXT_FN(move)(c, r);
+}
 SM_INLINE bool SM_FN(purge)(sm_mctx_t *c) { return SM_NEXT_FN(purge)(c); }
 SM_INLINE void SM_FN(release)(sm_release_t *r) { SM_NEXT_FN(release)(r); }
 SM_INLINE void SM_FN(thread_exit)(void) { SM_NEXT_FN(thread_exit)(); }
@@ -148,8 +154,8 @@ enum { SM_FN(stable_max) = SM_PROP(SM_NEXT, stable_max) };
 #define SM_LAYER_OFFERS SM_CAP_ALL
 #define SM_LAYER_CAPS   SM_CAPS(SM_NEXT)
 #else
-#define SM_LAYER_OFFERS (SM_CAP_OWNER | SM_CAP_MAPPING | SM_CAP_STABLE)
-#define SM_LAYER_CAPS   (SM_CAPS(SM_NEXT) & (SM_CAP_OWNER | SM_CAP_MAPPING | SM_CAP_STABLE))
+#define SM_LAYER_OFFERS (SM_CAP_OWNER | SM_CAP_MAPPING | SM_CAP_STABLE | SM_CAP_MOVE)
+#define SM_LAYER_CAPS   (SM_CAPS(SM_NEXT) & (SM_CAP_OWNER | SM_CAP_MAPPING | SM_CAP_STABLE | SM_CAP_MOVE))
 #endif
 #undef SM_OPT_GRANULE
 #include "../../core/layer_end.h"

@@ -27,7 +27,7 @@
  * Invariants: a thread holds at most SM_OPT_BATCH - 1 blocks between frees; every block freed
  * through this layer reaches the next layer exactly once per free.
  * Capabilities: needs none (uses BATCH when the next layer offers it). Forwards BATCH (a thread cache
- * above frees in batches already: its free_batch goes straight down), OWNER, MAPPING and STABLE;
+ * above frees in batches already: its free_batch goes straight down), OWNER, MAPPING, STABLE and MOVE;
  * not HIT (a free hit of the next layer would skip the batch). Properties: those of the next layer.
  * No locks (the arrays are per thread): the fork hooks forward; the forking thread's array stays
  * valid in the child.
@@ -98,6 +98,7 @@ SM_INLINE void SM_FN(free)(sm_mctx_t *c)
 
 SM_INLINE bool SM_FN(getmeta)(sm_mctx_t *c) { return SM_NEXT_FN(getmeta)(c); }
 SM_INLINE bool SM_FN(resize)(sm_mctx_t *c, size_t n) { return SM_NEXT_FN(resize)(c, n); }
+SM_INLINE bool SM_FN(move)(sm_mctx_t *c, size_t n) { return SM_NEXT_FN(move)(c, n); }
 SM_INLINE bool SM_FN(purge)(sm_mctx_t *c) { return SM_NEXT_FN(purge)(c); }
 
 SM_SLOWPATH SM_UNUSED void SM_FN(release)(sm_release_t *r)
@@ -133,6 +134,6 @@ SM_INLINE bool SM_FN(join)(sm_mctx_t *c, void *next) { return SM_NEXT_FN(join)(c
 enum { SM_FN(stable_max) = SM_PROP(SM_NEXT, stable_max) };
 
 #undef SM_OPT_BATCH
-#define SM_LAYER_OFFERS (SM_CAP_BATCH | SM_CAP_OWNER | SM_CAP_MAPPING | SM_CAP_STABLE)
-#define SM_LAYER_CAPS   (SM_CAPS(SM_NEXT) & (SM_CAP_BATCH | SM_CAP_OWNER | SM_CAP_MAPPING | SM_CAP_STABLE))
+#define SM_LAYER_OFFERS (SM_CAP_BATCH | SM_CAP_OWNER | SM_CAP_MAPPING | SM_CAP_STABLE | SM_CAP_MOVE)
+#define SM_LAYER_CAPS   (SM_CAPS(SM_NEXT) & (SM_CAP_BATCH | SM_CAP_OWNER | SM_CAP_MAPPING | SM_CAP_STABLE | SM_CAP_MOVE))
 #include "../../core/layer_end.h"

@@ -31,8 +31,8 @@
  * Invariants: n <= limit <= SM_OPT_CAP in every array; every cached block holds at least its
  * class's size. L_release (ALL) gives every array back; thread exit forwards. The arrays are a
  * static object: CPUS x classes x (SM_OPT_CAP pointers + lock), in .bss, touched only when used.
- * Capabilities: needs none (uses BATCH and OWNER when offered); offers none (its paths take a lock,
- * which a hit path must not). Properties: thread_safe when both the lock policy and the next layer
+ * Capabilities: needs none (uses BATCH and OWNER when offered); offers MOVE, forwarded, and not HIT
+ * (its paths take a lock, which a hit path must not). Properties: thread_safe when both the lock policy and the next layer
  * are; min_align the next layer's; zeroed 0. getmeta of a cached block answers as the next layer
  * does (live): allowed for a freed block.
  * @model: name=carrcache_lk kind=addon flag cache slot sizeclass slot sync slot err range
@@ -228,6 +228,7 @@ SM_INLINE void SM_FN(free)(sm_mctx_t *c)
 
 SM_INLINE bool SM_FN(getmeta)(sm_mctx_t *c) { return SM_NEXT_FN(getmeta)(c); }
 SM_INLINE bool SM_FN(resize)(sm_mctx_t *c, size_t n) { return SM_NEXT_FN(resize)(c, n); }
+SM_INLINE bool SM_FN(move)(sm_mctx_t *c, size_t n) { return SM_NEXT_FN(move)(c, n); }
 SM_INLINE bool SM_FN(purge)(sm_mctx_t *c) { return SM_NEXT_FN(purge)(c); }
 
 /* Every array goes down on a release of everything (one array at a time, each under its lock only
@@ -277,4 +278,5 @@ SM_INLINE void SM_FN(fork_child)(void)
 #undef SM_OPT_CPUS
 #undef SM_OPT_CAP
 #undef SM_OPT_CLASS_BYTES
+#define SM_LAYER_OFFERS SM_CAP_MOVE
 #include "../../core/layer_end.h"

@@ -576,6 +576,7 @@ SM_ALLOC_FREE_BY_HIT()
 
 SM_INLINE bool SM_FN(getmeta)(sm_mctx_t *c) { return SM_NEXT_FN(getmeta)(c); }
 SM_INLINE bool SM_FN(resize)(sm_mctx_t *c, size_t n) { return SM_NEXT_FN(resize)(c, n); }
+SM_INLINE bool SM_FN(move)(sm_mctx_t *c, size_t n) { return SM_NEXT_FN(move)(c, n); }
 SM_INLINE bool SM_FN(purge)(sm_mctx_t *c) { return SM_NEXT_FN(purge)(c); }
 
 /* Gives every object of the current (virtual) CPU's stacks back below; their room stays. */
@@ -764,5 +765,5 @@ SM_INLINE void SM_FN(fork_child)(void)
 #undef SM_OPT_BATCH_MAX
 #undef SM_OPT_BATCH_BYTES
 #undef SM_OPT_IDLE_MS
-#define SM_LAYER_OFFERS SM_CAP_HIT
+#define SM_LAYER_OFFERS (SM_CAP_HIT | SM_CAP_MOVE)
 #include "../../core/layer_end.h"

@@ -30,8 +30,9 @@
  *   SM_OPT_MAX_BYTES    at most this many bytes cached, dirty or purged (default 256 MiB)
  * Properties: thread_safe when the sync policy and the next layer are (the next layer is called
  * outside the lock); min_align of the next layer (every cached block came from it); zeroed 0 (dirty
- * blocks are reused as they are; purged ones come back with SM_F_FRESH). Capabilities: offers none;
- * needs MAPPING of the next layer (remap, split, join) with SM_OPT_GROW 1. Also L_flush, L_is_cached.
+ * blocks are reused as they are; purged ones come back with SM_F_FRESH). Capabilities: offers MOVE
+ * (a live block moved by the next layer's remap, when it has MAPPING); needs MAPPING of the next
+ * layer (remap, split, join) with SM_OPT_GROW 1. Also L_flush, L_is_cached.
  *
  * Invariants:
  * - The cache is a fixed array of SM_OPT_MAX_BLOCKS slots in the instance's static object (no
@@ -473,6 +474,10 @@ SM_INLINE bool SM_FN(resize)(sm_mctx_t *c, size_t n)
 #endif
 }
 
+/* A live block moved by the next layer's remap (capability MAPPING): its pages move, nothing is
+ * copied. The cache holds only free blocks, so it has nothing to follow. */
+SM_INLINE bool SM_FN(move)(sm_mctx_t *c, size_t n) { return SM_NEXT_FN(remap)(c, n); }
+
 /* Live blocks belong to the layers above: their purges go to the layer that mapped them. */
 SM_INLINE bool SM_FN(purge)(sm_mctx_t *c) { return SM_NEXT_FN(purge)(c); }
 
@@ -530,4 +535,5 @@ SM_INLINE void SM_FN(fork_child)(void)
 #undef SM_OPT_MAX_BLOCKS
 #undef SM_OPT_GROW
 #undef SM_OPT_MAX_BYTES
+#define SM_LAYER_OFFERS SM_CAP_MOVE
 #include "../../core/layer_end.h"

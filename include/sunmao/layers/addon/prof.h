@@ -279,6 +279,9 @@ SM_INLINE bool SM_FN(getmeta)(sm_mctx_t *c)
     return true;
 }
 
+/* A sample is recorded by its slot's address: it stays; other blocks are the next layer's to move. */
+SM_INLINE bool SM_FN(move)(sm_mctx_t *c, size_t n) { return !SM_FN(in_range)(c->ptr) && SM_NEXT_FN(move)(c, n); }
+
 SM_INLINE bool SM_FN(resize)(sm_mctx_t *c, size_t n)
 {
     if (!SM_FN(in_range)(c->ptr))
@@ -418,7 +421,7 @@ SM_INLINE int SM_FN(create)(void)
 
 /* HIT only: the batch, owner and mapping interfaces of the next layer know nothing of sampled
  * blocks, so none is offered above this layer (a socket needs only HIT). */
-#define SM_LAYER_OFFERS SM_CAP_HIT
+#define SM_LAYER_OFFERS (SM_CAP_HIT | SM_CAP_MOVE)
 
 #undef SM_OPT_LG_RANGE
 #undef SM_OPT_DEPTH

@@ -29,7 +29,7 @@
  *   SM_OPT_PAGE_SHIFT   log2 of the page size the order groups blocks by (default 12: 4 KiB; a
  *                       slab's shift groups by slab)
  * Capabilities: needs none (uses BATCH and OWNER when offered); offers HIT (the hit paths touch
- * only the thread's own cache, but are longer than tarrcache's). No locks.
+ * only the thread's own cache, but are longer than tarrcache's), and MOVE, forwarded. No locks.
  * @model: name=slab_arrcache kind=addon flag cache slot sizeclass slot err range
  * @model: key cap int key class_bytes size key page_shift int
  * @check: <sunmao/policies/sizeclass/tc.h> <sunmao/policies/err/warn.h> SM_LAYER=t SM_SIZECLASS=tc SM_ERR=warn
@@ -324,6 +324,7 @@ SM_ALLOC_FREE_BY_HIT()
 
 SM_INLINE bool SM_FN(getmeta)(sm_mctx_t *c) { return SM_NEXT_FN(getmeta)(c); }
 SM_INLINE bool SM_FN(resize)(sm_mctx_t *c, size_t n) { return SM_NEXT_FN(resize)(c, n); }
+SM_INLINE bool SM_FN(move)(sm_mctx_t *c, size_t n) { return SM_NEXT_FN(move)(c, n); }
 SM_INLINE bool SM_FN(purge)(sm_mctx_t *c) { return SM_NEXT_FN(purge)(c); }
 
 /* Every array of the calling thread's cache goes down; the bytes count as released. */
@@ -372,5 +373,5 @@ SM_INLINE void SM_FN(fork_child)(void) { SM_NEXT_FN(fork_child)(); }
 #undef SM_OPT_CAP
 #undef SM_OPT_CLASS_BYTES
 #undef SM_OPT_PAGE_SHIFT
-#define SM_LAYER_OFFERS SM_CAP_HIT
+#define SM_LAYER_OFFERS (SM_CAP_HIT | SM_CAP_MOVE)
 #include "../../core/layer_end.h"

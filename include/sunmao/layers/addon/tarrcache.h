@@ -32,7 +32,8 @@
  * Invariants: n <= limit <= SM_OPT_CAP per class; every cached block holds at least its class's
  * size (blocks come from refills of that class, from sized frees the contract trusts, or from
  * getmeta's usable size); the constant caches are never written.
- * Capabilities: needs none of the next layer (uses BATCH and OWNER when offered); offers HIT.
+ * Capabilities: needs none of the next layer (uses BATCH and OWNER when offered); offers HIT, and
+ * MOVE, forwarded.
  * Properties: thread_safe and min_align of the next layer, zeroed 0. No locks: fork hooks forward.
  * getmeta of a cached block answers as the next layer does (live): allowed for a freed block.
  * @model: name=tarrcache kind=addon flag cache slot sizeclass slot err range
@@ -272,6 +273,7 @@ SM_ALLOC_FREE_BY_HIT()
 
 SM_INLINE bool SM_FN(getmeta)(sm_mctx_t *c) { return SM_NEXT_FN(getmeta)(c); }
 SM_INLINE bool SM_FN(resize)(sm_mctx_t *c, size_t n) { return SM_NEXT_FN(resize)(c, n); }
+SM_INLINE bool SM_FN(move)(sm_mctx_t *c, size_t n) { return SM_NEXT_FN(move)(c, n); }
 SM_INLINE bool SM_FN(purge)(sm_mctx_t *c) { return SM_NEXT_FN(purge)(c); }
 
 /* Every array of the calling thread's cache goes down; the bytes count as released. */
@@ -320,5 +322,5 @@ SM_INLINE void SM_FN(fork_child)(void) { SM_NEXT_FN(fork_child)(); }
 #undef SM_OPT_CAP
 #undef SM_OPT_CLASS_BYTES
 #undef SM_OPT_DOUBLE_FREE_CHECK
-#define SM_LAYER_OFFERS SM_CAP_HIT
+#define SM_LAYER_OFFERS (SM_CAP_HIT | SM_CAP_MOVE)
 #include "../../core/layer_end.h"

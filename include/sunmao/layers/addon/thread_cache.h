@@ -51,7 +51,8 @@
  * (refills and releases), OWNER (an unsized free's list is owner_slot(p, block_owner(p)), its one
  * lookup, whose word the miss reuses and passes down; owner_foreign, the words' bits of other
  * CPUs' partitions, asked on slow paths and tested on free's hit path; owner_local is asked on a
- * free's slow path only), and the same sizeclass policy. Offers HIT: alloc_hit, free_hit (below).
+ * free's slow path only), and the same sizeclass policy. Offers HIT: alloc_hit, free_hit (below);
+ * and MOVE, forwarded.
  * Properties: thread_safe = the next layer's (the caches are per thread), min_align = the next
  * layer's, zeroed 0 (cached objects hold old data; the socket clears calloc's).
  * @model: name=thread_cache kind=addon flag cache slot sizeclass slot err
@@ -577,6 +578,7 @@ SM_ALLOC_FREE_BY_HIT()
 
 SM_INLINE bool SM_FN(getmeta)(sm_mctx_t *c) { return SM_NEXT_FN(getmeta)(c); }
 SM_INLINE bool SM_FN(resize)(sm_mctx_t *c, size_t n) { return SM_NEXT_FN(resize)(c, n); }
+SM_INLINE bool SM_FN(move)(sm_mctx_t *c, size_t n) { return SM_NEXT_FN(move)(c, n); }
 SM_INLINE bool SM_FN(purge)(sm_mctx_t *c) { return SM_NEXT_FN(purge)(c); }
 
 /* A release of everything (malloc_trim) empties the calling thread's own lists; other threads' caches
@@ -671,5 +673,5 @@ SM_INLINE void SM_FN(fork_child)(void)
 #undef SM_OPT_HARDEN
 #undef SM_OPT_LINK_AT
 #undef SM_OPT_HOLD_BYTES
-#define SM_LAYER_OFFERS SM_CAP_HIT
+#define SM_LAYER_OFFERS (SM_CAP_HIT | SM_CAP_MOVE)
 #include "../../core/layer_end.h"

@@ -159,6 +159,7 @@ SM_INLINE void SM_FN(free)(sm_mctx_t *c)
 
 SM_INLINE bool SM_FN(getmeta)(sm_mctx_t *c) { return SM_NEXT_FN(getmeta)(c); }
 SM_INLINE bool SM_FN(resize)(sm_mctx_t *c, size_t n) { return SM_NEXT_FN(resize)(c, n); }
+SM_INLINE bool SM_FN(move)(sm_mctx_t *c, size_t n) { return SM_NEXT_FN(move)(c, n); }
 SM_INLINE bool SM_FN(purge)(sm_mctx_t *c) { return SM_NEXT_FN(purge)(c); }
 SM_INLINE void SM_FN(release)(sm_release_t *r) { SM_NEXT_FN(release)(r); }
 
@@ -275,4 +276,5 @@ SM_INLINE void SM_FN(wcet_report)(void)
 
 #undef SM_OPT_SAMPLE_EVERY
 #undef SM_OPT_REPORT_AT_EXIT
+#define SM_LAYER_OFFERS SM_CAP_MOVE
 #include "../../core/layer_end.h"

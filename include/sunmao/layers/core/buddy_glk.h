@@ -20,7 +20,8 @@
  *   SM_OPT_STABLE      1: never give a chunk back to the next layer (free ones are purged after the
  *                      decay instead), so every block up to a chunk stays mapped: the layer then
  *                      offers STABLE, which slab_wf above it needs; 0 (default): chunks go back
- * Capabilities: STABLE with SM_OPT_STABLE 1 (stable_max: the chunk size).
+ * Capabilities: STABLE with SM_OPT_STABLE 1 (stable_max: the chunk size); MOVE, forwarded for the
+ * blocks it passes on (its own stay in their chunks).
  * Properties: thread_safe from the sync policy; min_align is SM_OPT_MIN_BLOCK, or the next layer's
  * if smaller (requests this layer passes on keep the next layer's alignment); zeroed 0.
  *
@@ -429,6 +430,9 @@ SM_INLINE void SM_FN(cs_resize)(void *arg)
     r->ok = ok;
 }
 
+/* Its blocks stay in their chunks; other blocks are the next layer's to move. */
+SM_INLINE bool SM_FN(move)(sm_mctx_t *c, size_t n) { return !SM_FN(chunk_of)(c->ptr) && SM_NEXT_FN(move)(c, n); }
+
 /* Shrinks by freeing upper halves; grows only while the block is the lower half of a free buddy. */
 SM_INLINE bool SM_FN(resize)(sm_mctx_t *c, size_t n)
 {
@@ -482,7 +486,9 @@ SM_FORK_HOOKS_ONE_LOCK(&SM_FN(obj).lock)
 
 #if SM_OPT_STABLE
 enum { SM_FN(stable_max) = (SM_OPT_CHUNK_SIZE) };
-#define SM_LAYER_OFFERS SM_CAP_STABLE
+#define SM_LAYER_OFFERS (SM_CAP_STABLE | SM_CAP_MOVE)
+#else
+#define SM_LAYER_OFFERS SM_CAP_MOVE
 #endif
 
 #undef SM_BUDDY_FREE

@@ -301,6 +301,9 @@ SM_INLINE void SM_FN(cs_resize)(void *arg)
     hp->span[i] = (uint16_t)want;
 }
 
+/* Its blocks stay in their hugepages; other blocks are the next layer's to move. */
+SM_INLINE bool SM_FN(move)(sm_mctx_t *c, size_t n) { return !SM_FN(hp_of)(c->ptr) && SM_NEXT_FN(move)(c, n); }
+
 SM_INLINE bool SM_FN(resize)(sm_mctx_t *c, size_t n)
 {
     struct SM_FN(hp) *hp = SM_FN(hp_of)(c->ptr);
@@ -354,4 +357,5 @@ SM_FORK_HOOKS_ONE_LOCK(&SM_FN(obj).lock)
 #undef SM_OPT_PURGE_MIN
 #undef SM_OPT_HUGE_AFTER
 #undef SM_OPT_LIFETIME_SETS
+#define SM_LAYER_OFFERS SM_CAP_MOVE
 #include "../../core/layer_end.h"

@@ -318,6 +318,9 @@ SM_INLINE bool SM_FN(getmeta)(sm_mctx_t *c)
     return true;
 }
 
+/* A slab's object stays in its slab; other blocks are the next layer's to move. */
+SM_INLINE bool SM_FN(move)(sm_mctx_t *c, size_t n) { return !SM_FN(lookup)(c->ptr) && SM_NEXT_FN(move)(c, n); }
+
 SM_INLINE bool SM_FN(resize)(sm_mctx_t *c, size_t n)
 {
     uintptr_t w = SM_FN(lookup)(c->ptr);
@@ -426,5 +429,5 @@ SM_INLINE void SM_FN(fork_child)(void)
 #undef SM_OPT_COLOURS
 #undef SM_OPT_SHARDS
 #undef SM_OPT_SHARD_MAX
-#define SM_LAYER_OFFERS (SM_CAP_BATCH | SM_CAP_OWNER)
+#define SM_LAYER_OFFERS (SM_CAP_BATCH | SM_CAP_OWNER | SM_CAP_MOVE)
 #include "../../core/layer_end.h"

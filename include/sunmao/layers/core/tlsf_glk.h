@@ -13,8 +13,9 @@
  *                       span kept for reuse goes back to the next layer
  *   SM_OPT_PURGE_MIN    smallest run of whole pages inside a free block worth a purge (default
  *                       64 KiB: smaller free blocks are reused soon, and each purge is a system call)
- * Properties: thread_safe = that of the sync policy, min_align 16, zeroed 0. Capabilities: none
- * beyond the contract. Also L_check() (the debug checker).
+ * Properties: thread_safe = that of the sync policy, min_align 16, zeroed 0. Capabilities: MOVE,
+ * forwarded for the blocks it passes on (its own stay in their regions). Also L_check() (the debug
+ * checker).
  *
  * Invariants (layout: tlsf_glk/blocks.h):
  * - A span is a run of page-aligned chunks of SM_NEXT, contiguous in memory: its header, blocks,
@@ -159,6 +160,11 @@ SM_INLINE void SM_FN(cs_pass_resize)(void *arg)
 {
     struct SM_FN(cs_pass_query) *q = (struct SM_FN(cs_pass_query) *)arg;
     q->answer = SM_NEXT_FN(resize)(q->c, q->n);
+}
+SM_INLINE void SM_FN(cs_pass_move)(void *arg)
+{
+    struct SM_FN(cs_pass_query) *q = (struct SM_FN(cs_pass_query) *)arg;
+    q->answer = SM_NEXT_FN(move)(q->c, q->n);
 }
 
 SM_INLINE void *SM_FN(pass_alloc)(sm_mctx_t *c)
@@ -315,6 +321,18 @@ SM_INLINE void SM_FN(cs_resize)(void *arg)
     }
 }
 
+/* Its blocks stay in their regions; other blocks are the next layer's to move. */
+SM_INLINE bool SM_FN(move)(sm_mctx_t *c, size_t n)
+{
+    if (sm_pagemap_get(&SM_FN(obj).map, SM_TLSF_PAGE_SHIFT, c->ptr))
+        return false;
+    if (!SM_FN(next_needs_lock))
+        return SM_NEXT_FN(move)(c, n);
+    struct SM_FN(cs_pass_query) q = { c, n, false };
+    SM_SYNC_FN(atomic_exec)(&SM_FN(obj).lock, SM_FN(cs_pass_move), &q);
+    return q.answer;
+}
+
 SM_INLINE bool SM_FN(resize)(sm_mctx_t *c, size_t n)
 {
     if (!sm_pagemap_get(&SM_FN(obj).map, SM_TLSF_PAGE_SHIFT, c->ptr)) {
@@ -393,4 +411,5 @@ SM_FORK_HOOKS_ONE_LOCK(&SM_FN(obj).lock)
 #undef SM_OPT_REGION_SIZE
 #undef SM_OPT_DECAY_MS
 #undef SM_OPT_PURGE_MIN
+#define SM_LAYER_OFFERS SM_CAP_MOVE
 #include "../../core/layer_end.h"

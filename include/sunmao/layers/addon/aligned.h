@@ -18,7 +18,7 @@
  * Invariant: every block this layer handed out starts on a multiple of G and its usable size (the
  * next layer's) is at least a multiple of G that covers the request.
  * Capabilities: needs none. Forwards OWNER, MAPPING, STABLE and MOVE (the size a remap or a move
- * is asked for rounded up to the granule);
+ * is asked for rounded up to the granule; a move only for granules up to 4 KiB);
  * forwards HIT and BATCH only when G <= SM_MIN_ALIGN, where the next layer's hit paths and classes
  * already give 16-byte multiples (alloc_hit is asked for the rounded size): with a larger granule
  * a class object need not be aligned to it, so those capabilities are not offered and the socket
@@ -89,10 +89,11 @@ SM_INLINE bool SM_FN(resize)(sm_mctx_t *c, size_t n)
     size_t r = SM_FN(round)(n);
     return r != SIZE_MAX && SM_NEXT_FN(resize)(c, r);
 }
+/* A moved block starts on a page (a new mapping): granules up to 4 KiB, the smallest page, only. */
 SM_INLINE bool SM_FN(move)(sm_mctx_t *c, size_t n)
 {
     size_t r = SM_FN(round)(n);
-    return r != SIZE_MAX && SM_NEXT_FN(move)(c, r);
+    return (SM_OPT_GRANULE) <= 4096 && r != SIZE_MAX && SM_NEXT_FN(move)(c, r);
 }
 SM_INLINE bool SM_FN(purge)(sm_mctx_t *c) { return SM_NEXT_FN(purge)(c); }
 SM_INLINE void SM_FN(release)(sm_release_t *r) { SM_NEXT_FN(release)(r); }

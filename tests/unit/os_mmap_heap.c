@@ -6,6 +6,7 @@
 #include <sched.h>
 #include <stdatomic.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 #include "tests/support/check.h"
@@ -811,6 +812,95 @@ static void remap_moves_when_the_next_pages_are_taken(void)
     reset_errors();
 }
 
+static long minor_faults(void)
+{
+    struct rusage u;
+    return getrusage(RUSAGE_SELF, &u) == 0 ? u.ru_minflt : 0;
+}
+
+/* The platform's move by pieces, on a range of three kernel mappings (a read-only page between two
+ * writable parts): every byte arrives, the old range is gone, and at most the piece that straddles
+ * the mappings is copied (a copy of the whole would fault in every page; Linux 6.17 and later move
+ * that piece too). */
+static void move_pieces_carries_a_range_of_three_mappings(void)
+{
+    size_t page = sm_plat_page_size(), len = (size_t)12 << 20, ro = (size_t)3 << 20;
+    char *src = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    char *dest = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    CHECK(src != MAP_FAILED && dest != MAP_FAILED);
+    if (src == MAP_FAILED || dest == MAP_FAILED)
+        return;
+    (void)madvise(src, len, MADV_NOHUGEPAGE); /* a fault per page: a copy shows in the count */
+    (void)madvise(dest, len, MADV_NOHUGEPAGE);
+    for (size_t i = 0; i < len; i += 8)
+        *(size_t *)(src + i) = i * 0x9e3779b97f4a7c15ull;
+    CHECK(mprotect(src + ro, page, PROT_READ) == 0);
+    long before = minor_faults();
+    sm_plat_move_pieces(src, len, dest);
+    long faults = minor_faults() - before;
+    bool same = true;
+    for (size_t i = 0; i < len && same; i += 8)
+        same = *(size_t *)(dest + i) == i * 0x9e3779b97f4a7c15ull;
+    CHECK(same && unmapped(src) && unmapped(src + ro) && unmapped(src + len - page));
+    CHECKF(faults < (long)(len / page / 2), "%ld minor faults moving %zu pages", faults, len / page);
+    munmap(dest, len);
+}
+
+/* A block moved once spans two kernel mappings (the moved pages, the fresh tail), which mremap
+ * before Linux 6.17 refuses whole (EFAULT): its next move still moves its pages (by pieces there),
+ * taking a fraction of the faults a copy would. */
+static void remap_moves_a_block_of_two_mappings_again(void)
+{
+    reset_errors();
+    size_t page = sm_plat_page_size(), len = (size_t)8 << 20;
+    sm_mctx_t c = ALLOC(mm, 2 * len, 16);
+    char *p = (char *)c.ptr;
+    sm_mctx_t h = sm_mctx_block(p, 0, 0);
+    CHECK(p && mm_resize(&h, len)); /* its freed tail leaves room for the guard */
+    void *g1 = p ? guard_after(p, len, page) : NULL;
+    if (!p || !g1) {
+        check_skip("remap_moves_a_block_of_two_mappings_again", "could not map a guard after the block");
+        if (p)
+            FREE(mm, p, 0, 0);
+        return;
+    }
+    check_fill(p, len, 51);
+    sm_mctx_t r = sm_mctx_block(p, 0, 0);
+    CHECK(mm_remap(&r, 2 * len) && r.ptr != p); /* moved: [moved 8 MiB][fresh 8 MiB] */
+    char *q = (char *)r.ptr;
+    errno = 0;
+    CHECK(mremap(q, 2 * len, 2 * len + page, 0) == MAP_FAILED && errno == EFAULT); /* two mappings */
+    check_fill(q, 2 * len, 52);
+    void *g2 = guard_after(q, 2 * len, page); /* NULL: the pages after it are taken already */
+    long before = minor_faults();
+    r = sm_mctx_block(q, 0, 0);
+    CHECK(mm_remap(&r, 3 * len));
+    long faults = minor_faults() - before;
+    char *q2 = (char *)r.ptr;
+    if (q2 == q) { /* grew in place after all: the pages after it were free */
+        check_skip("remap_moves_a_block_of_two_mappings_again", "the moved block grew in place");
+        FREE(mm, q, 0, 0);
+        munmap(g1, page);
+        if (g2)
+            munmap(g2, page);
+        return;
+    }
+    CHECK(unmapped(q) && unmapped(q + 2 * len - page) && MM_USABLE(q2) == 3 * len);
+    bool same = true;
+    for (size_t i = 0; i < 2 * len && same; i += 61)
+        same = (unsigned char)q2[i] == check_pattern_byte(q, i, 52);
+    CHECK(same && all_zero((unsigned char *)q2 + 2 * len, len));
+    /* A copy of 16 MiB faults 4096 pages in; the pieces move with at most one 2 MiB piece copied. */
+    CHECKF(faults < (long)(len / page), "%ld minor faults moving a block of %zu pages", faults, 2 * len / page);
+    check_fill(q2, 3 * len, 53);
+    CHECK(check_verify(q2, 3 * len, 53));
+    FREE(mm, q2, 0, 0);
+    CHECK(errors[SM_ERR_INVALID_FREE] == 0 && errors[SM_ERR_DOUBLE_FREE] == 0);
+    munmap(g1, page);
+    if (g2)
+        munmap(g2, page);
+}
+
 static void remap_failure_leaves_the_block_intact(void)
 {
     reset_errors();
@@ -1375,6 +1465,8 @@ int main(void)
     RUN_CASE(remap_inplace_grows_a_range_of_two_mappings);
     RUN_CASE(remap_grows_in_place_when_the_pages_are_free);
     RUN_CASE(remap_moves_when_the_next_pages_are_taken);
+    RUN_CASE(remap_moves_a_block_of_two_mappings_again);
+    RUN_CASE(move_pieces_carries_a_range_of_three_mappings);
     RUN_CASE(remap_failure_leaves_the_block_intact);
     RUN_CASE(remap_racing_maps_keep_their_registration);
     RUN_CASE(faa_used_up_arena_is_followed_by_a_new_one); /* these share mmf's state, in this order */

@@ -139,15 +139,40 @@ static inline int sm_plat_remap_inplace(void *p, size_t old_size, size_t new_siz
     return -1;
 }
 
+/* Moves [p, p + size), a range of one or more kernel mappings, onto [dest, dest + size), which the
+ * caller has mapped, 2 MiB at a time: each piece moved where it lies in one mapping and copied where
+ * it straddles two; then unmaps [p, p + size). Cannot fail once called (the pieces that do not move
+ * are copied into pages the caller mapped). sm_plat_remap_to's way around mremap's refusal. */
+static inline void sm_plat_move_pieces(void *p, size_t size, void *dest)
+{
+    const size_t piece = (size_t)2 << 20;
+    for (size_t off = 0; off < size; off += piece) {
+        size_t k = size - off < piece ? size - off : piece;
+        char *from = (char *)p + off, *to = (char *)dest + off;
+        if (mremap(from, k, k, MREMAP_MAYMOVE | MREMAP_FIXED, to) != to)
+            memcpy(to, from, k);
+    }
+    munmap(p, size);
+}
+
 /* Move the mapping [p, p + old_size) onto [dest, dest + new_size), a range the caller has mapped
- * (it is replaced), carrying the pages, not copying them; -1 (errno set) leaves both as they were. */
+ * (it is replaced), carrying the pages, not copying them; -1 (errno set) leaves both as they were.
+ * Before Linux 6.17, mremap refuses a range of several kernel mappings whole (EFAULT): decay_cache's
+ * joins leave them, and so does a move itself (the moved pages and the fresh tail after them), so
+ * a block moved once could only be copied on its next move. A same-size move of such a range then
+ * goes by pieces (sm_plat_move_pieces). */
 static inline int sm_plat_remap_to(void *p, size_t old_size, size_t new_size, void *dest)
 {
     if (SM_PLAT_FAULT(SM_PLAT_OP_REMAP)) {
         errno = ENOMEM;
         return -1;
     }
-    return mremap(p, old_size, new_size, MREMAP_MAYMOVE | MREMAP_FIXED, dest) == dest ? 0 : -1;
+    if (mremap(p, old_size, new_size, MREMAP_MAYMOVE | MREMAP_FIXED, dest) == dest)
+        return 0;
+    if (errno != EFAULT || old_size != new_size)
+        return -1;
+    sm_plat_move_pieces(p, old_size, dest);
+    return 0;
 }
 
 /* Give the physical pages back but keep the range mapped. MADV_DONTNEED drops RSS at once (what

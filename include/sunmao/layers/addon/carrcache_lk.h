@@ -32,8 +32,8 @@
  * class's size. L_release (ALL) gives every array back; thread exit forwards. The arrays are a
  * static object: CPUS x classes x (SM_OPT_CAP pointers + lock), in .bss, touched only when used.
  * Capabilities: needs none (uses BATCH and OWNER when offered); offers MOVE, forwarded, and not HIT
- * (its paths take a lock, which a hit path must not). Properties: thread_safe when both the lock policy and the next layer
- * are; min_align the next layer's; zeroed 0. getmeta of a cached block answers as the next layer
+ * (its paths take a lock, which a hit path must not). Properties: thread_safe when both the lock
+ * policy and the next layer are; min_align the next layer's; zeroed 0. getmeta of a cached block answers as the next layer
  * does (live): allowed for a freed block.
  * @model: name=carrcache_lk kind=addon flag cache slot sizeclass slot sync slot err range
  * @model: key cpus int key cap int key class_bytes size

@@ -8,12 +8,21 @@
  * room grows, then a full stack gives half a batch down; room stolen from an idle class when the
  * budget is spent; a double free reported once and ignored; an overwritten tag reported at the
  * pop and the object never handed out twice; release(ALL) empties every CPU's
- * stacks (by moving onto each); threads re-pinned across CPUs with fill patterns; fork; the
- * release clock's pass empties idle CPUs only. */
+ * stacks (by moving onto each); threads re-pinned across CPUs with fill patterns; frees while
+ * another thread moves the freeing one between CPUs, and a push section made to restart on another
+ * CPU after its tag store (a watchpoint), neither reported nor lost; fork; the release clock's pass
+ * empties idle CPUs only. */
+#include <fcntl.h>
+#include <linux/hw_breakpoint.h>
+#include <linux/perf_event.h>
 #include <pthread.h>
+#include <signal.h>
 #include <sched.h>
 #include <stdint.h>
+#include <sys/ioctl.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 #include <sunmao/policies/err/callback.h>
 #include <sunmao/policies/sizeclass/tc.h>
@@ -283,6 +292,143 @@ static void threads_repinned(void)
     walk();
 }
 
+/* Frees while another thread moves this one between CPUs as fast as it can: a push section the
+ * migration aborts after it stored the tag, then restarted on the other CPU, fails; the object must
+ * not look freed already (it did: a "double free" reported, the object lost). */
+struct bounce {
+    pid_t tid;
+    int stop;
+    unsigned long frees, moves;
+};
+static void *bounce_worker(void *arg)
+{
+    struct bounce *b = arg;
+    __atomic_store_n(&b->tid, (pid_t)syscall(SYS_gettid), __ATOMIC_RELEASE);
+    uintptr_t bad = 0;
+    while (!__atomic_load_n(&b->stop, __ATOMIC_RELAXED)) {
+        void *v[8];
+        for (unsigned i = 0; i < 8; i++) {
+            v[i] = alloc(32 + 16 * i);
+            if (!v[i])
+                return (void *)(uintptr_t)-1;
+            ((volatile uintptr_t *)v[i])[1] = 0x5a5a5a5a5a5a5a5aull + i;
+        }
+        for (unsigned i = 0; i < 8; i++) {
+            bad += ((volatile uintptr_t *)v[i])[1] != 0x5a5a5a5a5a5a5a5aull + i;
+            release(v[i]);
+        }
+        b->frees += 8;
+    }
+    pc_thread_exit();
+    return (void *)bad;
+}
+static void frees_while_migrated(void)
+{
+    long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
+    if (ncpu < 2 || sm_rseq.mode == SM_RSEQ_THREAD) {
+        check_skip("frees_while_migrated", ncpu < 2 ? "one CPU" : "per-thread mode: no migration aborts");
+        return;
+    }
+    err_reset();
+    sm_release_t r = { .how = SM_RELEASE_ALL };
+    pc_release(&r);
+    size_t live = FB(live_objs); /* every CPU's caches empty: the objects other cases keep */
+    struct bounce b = { 0 };
+    pthread_t t;
+    CHECK(pthread_create(&t, NULL, bounce_worker, &b) == 0);
+    while (!__atomic_load_n(&b.tid, __ATOMIC_ACQUIRE))
+        sched_yield();
+    struct timespec start, now;
+    clock_gettime(CLOCK_MONOTONIC, &start);
+    do {
+        cpu_set_t one;
+        CPU_ZERO(&one);
+        CPU_SET((int)(b.moves % 2), &one);
+        b.moves += sched_setaffinity(b.tid, sizeof one, &one) == 0;
+        clock_gettime(CLOCK_MONOTONIC, &now);
+    } while ((now.tv_sec - start.tv_sec) * 1000000000L + (now.tv_nsec - start.tv_nsec) < 1000000000L);
+    __atomic_store_n(&b.stop, 1, __ATOMIC_RELAXED);
+    void *bad;
+    CHECK(pthread_join(t, &bad) == 0);
+    printf("# %lu frees over %lu moves\n", b.frees, b.moves);
+    CHECKF(bad == NULL, "%lu objects came back changed", (unsigned long)(uintptr_t)bad);
+    CHECKF(err_total() == 0, "%lu reports (%lu double frees) from frees that never were double",
+           err_total(), err_counts[SM_ERR_DOUBLE_FREE]);
+    pc_release(&r);
+    CHECKF(FB(live_objs) == live, "%zu objects live below, %zu before: %zd lost", (size_t)FB(live_objs), live,
+           (ssize_t)(FB(live_objs) - live));
+    walk();
+}
+
+/* The same, made certain: a write watchpoint on the freed object's second word traps right after
+ * the push section stores the tag, before its commit; the trap's signal aborts the section and its
+ * handler moves the thread to another CPU, so the restarted section fails there. The free must
+ * still land (in the other CPU's cache or below), with no report. */
+static int watch_fd = -1;
+static long watch_to = -1;
+static void on_watch(int sig)
+{
+    (void)sig;
+    if (watch_fd >= 0)
+        ioctl(watch_fd, PERF_EVENT_IOC_DISABLE, 0); /* the first write only */
+    if (watch_to >= 0) {
+        cpu_set_t one;
+        CPU_ZERO(&one);
+        CPU_SET((int)watch_to, &one);
+        sched_setaffinity(0, sizeof one, &one);
+        watch_to = -1;
+    }
+}
+static void push_restarted_on_another_cpu(void)
+{
+    if (sm_rseq.mode == SM_RSEQ_THREAD || sysconf(_SC_NPROCESSORS_ONLN) < 2) {
+        check_skip("push_restarted_on_another_cpu", "needs rseq and two CPUs");
+        return;
+    }
+    err_reset();
+    sm_release_t r = { .how = SM_RELEASE_ALL };
+    pc_release(&r);
+    size_t live = FB(live_objs);
+    pin(0);
+    void *keep = alloc(48), *p = alloc(48); /* keep: the CPU's cache is set up and has room */
+    release(keep);
+    long from = sm_rseq_cpu();
+    struct perf_event_attr pe = { .type = PERF_TYPE_BREAKPOINT, .size = sizeof pe, .bp_type = HW_BREAKPOINT_W,
+                                  .bp_addr = (uintptr_t)p + 8, .bp_len = HW_BREAKPOINT_LEN_8, .sample_period = 1,
+                                  .disabled = 1, .exclude_kernel = 1, .exclude_hv = 1 };
+    watch_fd = (int)syscall(SYS_perf_event_open, &pe, 0, -1, -1, 0);
+    struct f_owner_ex owner = { .type = F_OWNER_TID, .pid = (pid_t)syscall(SYS_gettid) };
+    struct sigaction sa = { .sa_handler = on_watch }, old;
+    if (watch_fd < 0 || fcntl(watch_fd, F_SETOWN_EX, &owner) != 0 || fcntl(watch_fd, F_SETSIG, SIGUSR2) != 0 ||
+        fcntl(watch_fd, F_SETFL, O_ASYNC) != 0) {
+        check_skip("push_restarted_on_another_cpu", "no hardware watchpoint here (perf_event_open)");
+        if (watch_fd >= 0)
+            close(watch_fd);
+        watch_fd = -1;
+        release(p);
+        unpin();
+        return;
+    }
+    sigaction(SIGUSR2, &sa, &old);
+    watch_to = from == 0 ? 1 : 0;
+    ioctl(watch_fd, PERF_EVENT_IOC_ENABLE, 0);
+    release(p);
+    ioctl(watch_fd, PERF_EVENT_IOC_DISABLE, 0);
+    long moved = sm_rseq_cpu();
+    close(watch_fd);
+    watch_fd = -1;
+    sigaction(SIGUSR2, &old, NULL);
+    CHECKF(watch_to == -1 && moved != from, "the watchpoint never fired (still on CPU %ld)", moved);
+    CHECKF(err_total() == 0, "%lu reports (%lu double frees) for one free", err_total(), err_counts[SM_ERR_DOUBLE_FREE]);
+    void *again = alloc(48); /* p is the top of this CPU's stack, or below */
+    CHECKF(((uintptr_t *)again)[1] == 0, "a handed-out object still marked cached");
+    release(again);
+    unpin();
+    pc_release(&r);
+    CHECKF(FB(live_objs) == live, "%zu objects live below, %zu before: the free was lost", (size_t)FB(live_objs), live);
+    walk();
+}
+
 static void fork_keeps_caches(void)
 {
     void *v[50];
@@ -415,6 +561,8 @@ int main(void)
     RUN_CASE(overwritten_tag_never_handed_out_twice);
     RUN_CASE(release_all_empties_every_cpu);
     RUN_CASE(threads_repinned);
+    RUN_CASE(frees_while_migrated);
+    RUN_CASE(push_restarted_on_another_cpu);
     RUN_CASE(fork_keeps_caches);
     RUN_CASE(idle_cpus_emptied);
     return check_failures_total != 0;

@@ -128,12 +128,14 @@ extern const unsigned int __rseq_size __attribute__((weak));
 
 /* SM_RSEQ_PUSH(area, cpu, slab, hdr, item, tag, ok): puts item on top of class hdr's stack in slab
  * if the thread is still on cpu, and tag in its second word (before the commit: a section that
- * restarts stores it again); ok (a bool lvalue) false, with nothing written, when the thread moved
- * or the stack is full. ok is the carry flag: 0 after the xor that compares the CPUs, and after the
- * room test when it fails; 1 when it passes, which nothing after it changes (incl and mov leave
- * it). top and end are read as two 16-bit loads, not one 32-bit one: a pop's 16-bit commit just
- * before forwards to a load of the same width only (one wide load after it stalled a malloc+free
- * pair 2.5 ns). */
+ * restarts stores it again); ok (a bool lvalue) false when the thread moved or the stack is full.
+ * A false ok leaves the stack as it was, but not always item: a section preempted between the tag
+ * and the commit restarts, and when it finds the thread on another CPU, fails with the tag stored
+ * (the caller puts the word back if it matters). ok is the carry flag: 0 after the xor that
+ * compares the CPUs, and after the room test when it fails; 1 when it passes, which nothing after
+ * it changes (incl and mov leave it). top and end are read as two 16-bit loads, not one 32-bit
+ * one: a pop's 16-bit commit just before forwards to a load of the same width only (one wide load
+ * after it stalled a malloc+free pair 2.5 ns). */
 #define SM_RSEQ_PUSH(area_, cpu_, slab_, hdr_, item_, tag_, ok_)                                   \
     do {                                                                                           \
         uintptr_t on_, top_, end_;                                                                 \

@@ -235,10 +235,18 @@ SM_HOT bool SM_FN(free_hit)(void *p, size_t size, unsigned flags, uintptr_t *own
 {
     unsigned slot = SM_FN(free_slot)(p, size, flags, owner_word);
     uintptr_t tag = __atomic_load_n(&SM_FN(obj).tag, __ATOMIC_RELAXED);
-    /* the tag is read only off an object of a class: a stray pointer is never dereferenced here */
-    if (slot >= ((unsigned)SM_FN(class_count) << 4) || ((uintptr_t *)p)[1] == tag ||
-        !SM_FN(push)(SM_FN(hdr_of_slot)(slot), p, tag))
+    /* the second word is read only off an object of a class: a stray pointer is never dereferenced */
+    if (slot >= ((unsigned)SM_FN(class_count) << 4))
         return false;
+    uintptr_t second = ((uintptr_t *)p)[1];
+    if (second == tag)
+        return false;
+    if (sm_unlikely(!SM_FN(push)(SM_FN(hdr_of_slot)(slot), p, tag))) {
+        /* A section that stored the tag, was preempted, and restarted on another CPU failed with
+         * the tag left behind: the miss would take the object for a cached one freed again. */
+        ((uintptr_t *)p)[1] = second;
+        return false;
+    }
     sm_stats_thread_bytes[1] += SM_FN(obj).class_bytes[slot >> 4]; /* thread.deallocated */
     return true;
 }

@@ -402,13 +402,60 @@ static inline const char *sm_plat_secure_getenv(const char *name) { return secur
 static inline long sm_plat_readlink(const char *path, char *buf, size_t n) { return (long)readlink(path, buf, n); }
 
 /* A blocking lock for slow paths (start-up, the mutex policy): sleeps when contended, works before
- * any constructor ran (statically initialised), re-created in a fork child with reinit. */
+ * any constructor ran (statically initialised), re-created in a fork child with reinit. A futex
+ * word of our own (0 free, 1 held, 2 held with sleepers), as glibc's default mutex is, without the
+ * calls into the C library: its trylock's type dispatch alone reads a page of libc's read-only
+ * data that a small program otherwise never maps (docs/default-allocator.md, the memory floor).
+ * Under ThreadSanitizer it stays pthread's mutex, the lock TSan knows. */
+#if defined(__SANITIZE_THREAD__)
+#define SM_PLAT_LOCK_PTHREAD 1
+#elif defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+#define SM_PLAT_LOCK_PTHREAD 1
+#endif
+#endif
+#ifdef SM_PLAT_LOCK_PTHREAD
 typedef pthread_mutex_t sm_plat_lock_t;
 #define SM_PLAT_LOCK_INIT PTHREAD_MUTEX_INITIALIZER
 static inline void sm_plat_lock(sm_plat_lock_t *l) { pthread_mutex_lock(l); }
 static inline void sm_plat_unlock(sm_plat_lock_t *l) { pthread_mutex_unlock(l); }
 static inline bool sm_plat_trylock(sm_plat_lock_t *l) { return pthread_mutex_trylock(l) == 0; }
 static inline void sm_plat_lock_reinit(sm_plat_lock_t *l) { pthread_mutex_init(l, NULL); }
+#else
+typedef struct { int word; } sm_plat_lock_t;
+#define SM_PLAT_LOCK_INIT { 0 }
+static inline bool sm_plat_trylock(sm_plat_lock_t *l)
+{
+    int free_word = 0;
+    return __atomic_compare_exchange_n(&l->word, &free_word, 1, false, __ATOMIC_ACQUIRE, __ATOMIC_RELAXED);
+}
+/* Contended: mark the word "sleepers" and sleep until a swap finds it free (then it stays 2, so
+ * the next unlock wakes one more thread than may be waiting: harmless, as in glibc). */
+static __attribute__((noinline, cold, unused)) void sm_plat_lock_contended(sm_plat_lock_t *l)
+{
+    int saved = errno; /* malloc and free leave errno alone */
+    while (__atomic_exchange_n(&l->word, 2, __ATOMIC_ACQUIRE) != 0)
+        syscall(SYS_futex, &l->word, FUTEX_WAIT_PRIVATE, 2, NULL, NULL, 0);
+    errno = saved;
+}
+static inline void sm_plat_lock(sm_plat_lock_t *l)
+{
+    if (!sm_plat_trylock(l))
+        sm_plat_lock_contended(l);
+}
+static __attribute__((noinline, cold, unused)) void sm_plat_lock_wake(sm_plat_lock_t *l)
+{
+    int saved = errno;
+    syscall(SYS_futex, &l->word, FUTEX_WAKE_PRIVATE, 1, NULL, NULL, 0);
+    errno = saved;
+}
+static inline void sm_plat_unlock(sm_plat_lock_t *l)
+{
+    if (__atomic_exchange_n(&l->word, 0, __ATOMIC_RELEASE) == 2)
+        sm_plat_lock_wake(l);
+}
+static inline void sm_plat_lock_reinit(sm_plat_lock_t *l) { __atomic_store_n(&l->word, 0, __ATOMIC_RELAXED); }
+#endif
 
 /* The C library's spinlock (POSIX pthread_spin_*), for the posix_spin sync policy. POSIX gives no
  * static initialiser, and a lock in a layer's static object must work before any constructor ran:

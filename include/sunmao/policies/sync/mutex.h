@@ -1,6 +1,7 @@
-/* sync policy `mutex`: the platform's blocking lock (a POSIX mutex on Linux). Sleeps instead of
- * spinning when contended, so it behaves when threads outnumber cores; the statically initialised
- * lock works before any constructor.
+/* sync policy `mutex`: the platform's blocking lock (on Linux a futex word of its own, pthread's
+ * mutex under ThreadSanitizer: platform/linux.h). Sleeps instead of spinning when contended, so it
+ * behaves when threads outnumber cores; the statically initialised lock works before any
+ * constructor.
  * @model: name=mutex kind=policy family=sync */
 #ifndef SUNMAO_POLICY_SYNC_MUTEX_H
 #define SUNMAO_POLICY_SYNC_MUTEX_H

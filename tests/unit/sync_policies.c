@@ -8,6 +8,7 @@
  * rcl has cases of its own at the end: sections run on its server, the server parks and is woken,
  * the fallbacks (no slot free, server being created), rcl nested in rcl, and no server while the
  * platform pauses spawning. */
+#include <errno.h>
 #include <pthread.h>
 #include <stdint.h>
 #include <string.h>
@@ -32,6 +33,7 @@ static struct {
     unsigned long counter, shadow;
     int inside;
     unsigned long overlaps;
+    unsigned long errno_changed; /* lock, trylock or unlock changed a waiter's errno (free must not) */
     unsigned char seen[TOTAL];
 } shared;
 struct section { unsigned long saw; };
@@ -60,6 +62,7 @@ static void check_exact(const char *policy)
     CHECKF(shared.counter == TOTAL && shared.shadow == 2ul * TOTAL && shared.overlaps == 0 && !missing && !twice,
            "%s: counter %lu of %d, shadow %lu, %lu overlapping sections, %lu results missing, %lu twice", policy,
            shared.counter, TOTAL, shared.shadow, shared.overlaps, missing, twice);
+    CHECKF(shared.errno_changed == 0, "%s: errno changed across %lu lock/unlock pairs", policy, shared.errno_changed);
 }
 
 #define POLICY_SUITE(P)                                                                                      \
@@ -67,6 +70,7 @@ static void check_exact(const char *policy)
     static void *P##_worker(void *arg)                                                                       \
     {                                                                                                        \
         int me = (int)(intptr_t)arg;                                                                         \
+        errno = 1000 + me;                                                                                   \
         for (int i = 0; i < ROUNDS; i++) {                                                                   \
             struct section s = { ~0ul };                                                                     \
             if (me != 0) {                                                                                   \
@@ -83,6 +87,10 @@ static void check_exact(const char *policy)
                 sm_sync_##P##_unlock(&P##_lock);                                                             \
             }                                                                                                \
             note(s.saw);                                                                                     \
+            if (errno != 1000 + me) {                                                                        \
+                __atomic_add_fetch(&shared.errno_changed, 1, __ATOMIC_RELAXED);                              \
+                errno = 1000 + me;                                                                           \
+            }                                                                                                \
         }                                                                                                    \
         return NULL;                                                                                         \
     }                                                                                                        \

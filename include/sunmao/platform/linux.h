@@ -433,10 +433,8 @@ static inline bool sm_plat_trylock(sm_plat_lock_t *l)
  * the next unlock wakes one more thread than may be waiting: harmless, as in glibc). */
 static __attribute__((noinline, cold, unused)) void sm_plat_lock_contended(sm_plat_lock_t *l)
 {
-    int saved = errno; /* malloc and free leave errno alone */
     while (__atomic_exchange_n(&l->word, 2, __ATOMIC_ACQUIRE) != 0)
-        syscall(SYS_futex, &l->word, FUTEX_WAIT_PRIVATE, 2, NULL, NULL, 0);
-    errno = saved;
+        sm_plat_wait_while(&l->word, 2, UINT64_MAX);
 }
 static inline void sm_plat_lock(sm_plat_lock_t *l)
 {

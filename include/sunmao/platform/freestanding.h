@@ -91,6 +91,7 @@ static inline void sm_plat_wait_while(int *word, int value, uint64_t timeout_ms)
 {
     (void)word, (void)value, (void)timeout_ms;
 }
+static inline void sm_plat_wake_some(int *word, int n) { (void)word, (void)n; }
 static inline void sm_plat_wake(int *word) { (void)word; }
 
 static inline bool sm_plat_in_loader(const void *pc) { (void)pc; return false; } /* no loader */

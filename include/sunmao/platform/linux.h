@@ -265,13 +265,15 @@ static inline void sm_plat_wait_while(int *word, int value, uint64_t timeout_ms)
     errno = saved;
 }
 
-/* Wake every thread sleeping in sm_plat_wait_while on word. */
-static inline void sm_plat_wake(int *word)
+/* Wake up to n threads sleeping in sm_plat_wait_while on word. */
+static inline void sm_plat_wake_some(int *word, int n)
 {
     int saved = errno;
-    syscall(SYS_futex, word, FUTEX_WAKE_PRIVATE, 0x7fffffff, NULL, NULL, 0);
+    syscall(SYS_futex, word, FUTEX_WAKE_PRIVATE, n, NULL, NULL, 0);
     errno = saved;
 }
+/* Wake every thread sleeping in sm_plat_wait_while on word. */
+static inline void sm_plat_wake(int *word) { sm_plat_wake_some(word, 0x7fffffff); }
 
 /* Sleep for ms milliseconds (a signal may cut it short). */
 static inline void sm_plat_sleep_ms(uint64_t ms)
@@ -441,12 +443,7 @@ static inline void sm_plat_lock(sm_plat_lock_t *l)
     if (!sm_plat_trylock(l))
         sm_plat_lock_contended(l);
 }
-static __attribute__((noinline, cold, unused)) void sm_plat_lock_wake(sm_plat_lock_t *l)
-{
-    int saved = errno;
-    syscall(SYS_futex, &l->word, FUTEX_WAKE_PRIVATE, 1, NULL, NULL, 0);
-    errno = saved;
-}
+static __attribute__((noinline, cold, unused)) void sm_plat_lock_wake(sm_plat_lock_t *l) { sm_plat_wake_some(&l->word, 1); }
 static inline void sm_plat_unlock(sm_plat_lock_t *l)
 {
     if (__atomic_exchange_n(&l->word, 0, __ATOMIC_RELEASE) == 2)

@@ -17,7 +17,8 @@
  *            sm_plat_fault_due(op) and fail as the kernel would (tests/build/faults.sh)
  *   time     sm_plat_now_ms() monotonic, ms, coarse (never a system call on Linux); sm_plat_now_ns()
  *            monotonic, precise; sm_plat_cycles() the cycle counter (or ns where none);
- *            sm_plat_sleep_ms(ms); sm_plat_wait_while(word, value, timeout_ms) / sm_plat_wake(word)
+ *            sm_plat_sleep_ms(ms); sm_plat_wait_while(word, value, timeout_ms) / sm_plat_wake(word),
+ *            sm_plat_wake_some(word, n)
  *   CPU      sm_plat_cpu() the current CPU, a hint in [0, CPUs); sm_plat_yield();
  *            sm_plat_cpu_cache_bytes(cpu) its level-2 cache, 0 if unknown (slow: start-up only);
  *            sm_core_table_build(kib, n) every CPU's, or SUNMAO_CORE_CACHE's (core_table.h)

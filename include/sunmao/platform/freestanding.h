@@ -152,9 +152,13 @@ static inline bool sm_plat_key_create(sm_plat_key_t *key, void (*on_exit)(void *
     return false; /* no threads exit */
 }
 static inline void sm_plat_key_set(sm_plat_key_t key, void *value) { (void)key, (void)value; }
-static inline bool sm_plat_spawn(void *(*fn)(void *), const char *name)
+typedef struct sm_plat_thread {
+    void *(*fn)(void *);
+    const char *name;
+} sm_plat_thread_t;
+static inline bool sm_plat_spawn(const sm_plat_thread_t *spec)
 {
-    (void)fn, (void)name;
+    (void)spec;
     return false;
 }
 static inline void sm_plat_pause_spawn(void) {} /* no threads are ever started */

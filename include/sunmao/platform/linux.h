@@ -24,6 +24,7 @@
 #include <link.h> /* ElfW */
 #include <sys/auxv.h>
 #include <sys/mman.h>
+#include <sys/prctl.h>
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
@@ -279,7 +280,9 @@ static inline void sm_plat_wake(int *word) { sm_plat_wake_some(word, 0x7fffffff)
 static inline void sm_plat_sleep_ms(uint64_t ms)
 {
     struct timespec t = { (time_t)(ms / 1000u), (long)(ms % 1000u) * 1000000L };
-    nanosleep(&t, NULL);
+    int saved = errno;
+    syscall(SYS_nanosleep, &t, NULL); /* not nanosleep(): the futex calls' libc page, not one more */
+    errno = saved;
 }
 
 /* Move the program break; returns the old break or NULL with errno = ENOMEM. */
@@ -482,9 +485,23 @@ static inline bool sm_plat_key_create(sm_plat_key_t *key, void (*on_exit)(void *
 }
 static inline void sm_plat_key_set(sm_plat_key_t key, void *value) { pthread_setspecific(key, value); }
 
-/* Start fn on a detached thread named name, with every signal blocked (it never runs a handler)
- * and a small stack; false when no thread can be made (a sandbox, a thread limit). */
-static inline bool sm_plat_spawn(void *(*fn)(void *), const char *name)
+/* Start spec->fn (argument NULL) on a detached thread named spec->name, with every signal blocked
+ * (it never runs a handler) and a small stack; false when no thread can be made (a sandbox, a
+ * thread limit). spec must outlive the start (a static at the caller). The thread names itself
+ * with prctl: pthread_setname_np on another thread formats a /proc path with snprintf and writes
+ * it, which maps libc's printf code and tables into a program that may never print (about 0.1 MiB
+ * of its peak RSS; docs/default-allocator.md, tenth session). */
+typedef struct sm_plat_thread {
+    void *(*fn)(void *);
+    const char *name; /* at most 15 characters shown */
+} sm_plat_thread_t;
+static void *sm_plat_spawned(void *spec)
+{
+    const sm_plat_thread_t *t = (const sm_plat_thread_t *)spec;
+    syscall(SYS_prctl, PR_SET_NAME, (unsigned long)t->name, 0UL, 0UL, 0UL);
+    return t->fn(NULL);
+}
+static inline bool sm_plat_spawn(const sm_plat_thread_t *spec)
 {
     sigset_t all, old;
     sigfillset(&all);
@@ -495,12 +512,10 @@ static inline bool sm_plat_spawn(void *(*fn)(void *), const char *name)
     if (rc == 0) {
         pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
         pthread_attr_setstacksize(&attr, (size_t)128 << 10);
-        rc = pthread_create(&t, &attr, fn, NULL);
+        rc = pthread_create(&t, &attr, sm_plat_spawned, (void *)spec);
         pthread_attr_destroy(&attr);
     }
     pthread_sigmask(SIG_SETMASK, &old, NULL);
-    if (rc == 0)
-        pthread_setname_np(t, name);
     return rc == 0;
 }
 

@@ -26,7 +26,7 @@
  *            lock for slow paths; sm_plat_spin_t (SM_PLAT_SPIN_INIT, spin_lock, spin_unlock,
  *            spin_trylock, spin_reinit): the OS's own spinlock (the posix_spin policy); sm_plat_once_t (SM_PLAT_ONCE_INIT) and sm_plat_once(o, fn);
  *            sm_plat_key_t, sm_plat_key_create(key, on_exit) and sm_plat_key_set(key, value): the
- *            thread-exit hook; sm_plat_spawn(fn, name) a detached helper thread, signals blocked;
+ *            thread-exit hook; sm_plat_spawn(&spec) a detached helper thread (sm_plat_thread_t: fn, name), signals blocked;
  *            sm_plat_in_loader(pc) pc is the dynamic loader's code (no thread may start from there);
  *            sm_plat_pause_spawn() / sm_plat_resume_spawn() around a request from there, and
  *            sm_plat_spawn_paused() asked before a request starts a thread;

@@ -132,7 +132,8 @@ SM_SLOWPATH void sm_socket_bg_start(void)
         return;
     }
     sm_release_wake = sm_plat_wake;
-    if (!sm_plat_spawn(sm_socket_bg_main, "sunmao-release")) /* a sandbox, a thread limit: memory */
+    static const sm_plat_thread_t bg = { sm_socket_bg_main, "sunmao-release" };
+    if (!sm_plat_spawn(&bg)) /* a sandbox, a thread limit: memory */
         __atomic_store_n(&sm_socket_bg_state, SM_SOCKET_BG_FAILED, __ATOMIC_RELEASE); /* still goes back on requests */
     __atomic_store_n(&sm_socket_bg_forked, 0, __ATOMIC_RELAXED);
 }

@@ -269,7 +269,8 @@ SM_SLOWPATH void sm_sync_rcl_start(sm_sync_rcl_t *l)
         __atomic_store_n(&l->state, SM_SYNC_RCL_NOSERVER, __ATOMIC_RELEASE);
         return;
     }
-    if (sm_plat_spawn(sm_sync_rcl_server, "sunmao-rcl"))
+    static const sm_plat_thread_t server = { sm_sync_rcl_server, "sunmao-rcl" };
+    if (sm_plat_spawn(&server))
         return; /* the server sets the state to running */
     __atomic_store_n(&sm_sync_rcl_handoff, NULL, __ATOMIC_RELEASE);
     __atomic_store_n(&l->state, SM_SYNC_RCL_FAILED, __ATOMIC_RELEASE);

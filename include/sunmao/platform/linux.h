@@ -312,10 +312,22 @@ static inline uintptr_t sm_plat_self(void)
     return tp;
 }
 
-/* The CPU the calling thread runs on (glibc reads it from the thread's rseq area, or the vDSO: no
- * system call); 0 when the kernel cannot say. A hint: the thread may move at once. */
+/* The CPU the calling thread runs on; 0 when the kernel cannot say. A hint: the thread may move at
+ * once. Where glibc registered rseq for the thread (2.35 and later), the kernel's word in that area
+ * (its cpu_id, inside any registered size), read here: sched_getcpu reads the same word, but from a
+ * page of libc that a small program otherwise never maps (docs/default-allocator.md, tenth
+ * session). Else sched_getcpu (the vDSO: no system call either). */
+extern const ptrdiff_t __rseq_offset __attribute__((weak));
+extern const unsigned int __rseq_size __attribute__((weak));
 static inline int sm_plat_cpu(void)
 {
+#if defined(__x86_64__) || defined(__aarch64__) /* sm_plat_self is the thread pointer there */
+    if (&__rseq_offset && &__rseq_size && __rseq_size >= 8) {
+        int32_t cpu = __atomic_load_n((const int32_t *)(sm_plat_self() + (uintptr_t)__rseq_offset + 4), __ATOMIC_RELAXED);
+        if (cpu >= 0)
+            return cpu;
+    }
+#endif
     int cpu = sched_getcpu();
     return cpu < 0 ? 0 : cpu;
 }

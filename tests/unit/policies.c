@@ -252,12 +252,13 @@ static void pagemap2_window(void)
     CHECK(sm_pagemap2_set(map2, 16, base, 2 << 16, 0x11, node_alloc));
     CHECK(sm_pagemap2_get_windowed(map2, &window2, 16, base) == 0x11); /* window unset: the root */
     sm_pagemap2_window_note(&window2, map2, 16, base);
-    CHECKF(window2.leaf != NULL && window2.base == ((uintptr_t)base & ~((64ull << 30) - 1)), "window at %#lx",
-           (unsigned long)window2.base);
+    CHECKF(window2.leaf != NULL && window2.first == ((uintptr_t)base & ~((64ull << 30) - 1)) >> 16,
+           "window at granule %#lx", (unsigned long)window2.first);
     CHECK(sm_pagemap2_set(map2, 16, far, 1 << 16, 0x22, node_alloc));
     sm_pagemap2_window_note(&window2, map2, 16, far); /* already set: stays where it is */
-    CHECK(window2.base == ((uintptr_t)base & ~((64ull << 30) - 1)));
-    const char *probes[] = { base, base + (2 << 16) - 1, base + (2 << 16), base - 1, far, far + (1 << 16) };
+    CHECK(window2.first == ((uintptr_t)base & ~((64ull << 30) - 1)) >> 16);
+    const char *probes[] = { base, base + (2 << 16) - 1, base + (2 << 16), base - 1, far, far + (1 << 16),
+                             far - 1, (const char *)((uintptr_t)base & ~((64ull << 30) - 1)) };
     for (unsigned i = 0; i < sizeof probes / sizeof *probes; i++)
         CHECKF(sm_pagemap2_get_windowed(map2, &window2, 16, probes[i]) == sm_pagemap2_get(map2, 16, probes[i]),
                "probe %u: windowed %#lx, root %#lx", i, (unsigned long)sm_pagemap2_get_windowed(map2, &window2, 16, probes[i]),

@@ -245,23 +245,30 @@ SM_INLINE uintptr_t sm_pagemap2_get_wrapped(uintptr_t *const *root, unsigned shi
  * root. For a free's hit path, which waits on the class its lookup finds: a malloc+free pair cycling
  * 5 classes 8.96 -> 7.33 ns. Set once (sm_pagemap2_window_note), then read only. */
 typedef struct {
-    uintptr_t base;   /* 2^63 (no user address is inside) until set */
+    uintptr_t first; /* the leaf's first granule (address >> shift); UINTPTR_MAX / 2 until set, which
+                      * no granule is within a leaf of */
     uintptr_t *leaf;
 } sm_pagemap2_window_t;
-#define SM_PAGEMAP2_WINDOW_INIT { .base = (uintptr_t)1 << 63, .leaf = NULL }
+#define SM_PAGEMAP2_WINDOW_INIT { .first = UINTPTR_MAX / 2, .leaf = NULL }
 
 /* As sm_pagemap2_get_wrapped, through the window where addr is inside it. */
 SM_HOT uintptr_t sm_pagemap2_get_windowed(uintptr_t *const *root, const sm_pagemap2_window_t *win, unsigned shift,
                                              const void *addr)
 {
-    uintptr_t off = (uintptr_t)addr - __atomic_load_n(&win->base, __ATOMIC_ACQUIRE);
-    if (sm_likely(off >> (shift + SM_PAGEMAP2_LEAF_BITS) == 0))
-        return __atomic_load_n(&win->leaf[off >> shift], __ATOMIC_RELAXED);
+    /* Granules, not bytes: the index is the shifted address less a constant, and the range test a
+     * compare with an immediate, two instructions fewer on a free's hit path than an offset in
+     * bytes tested by a shift (tests/build/fastpath.golden). */
+    uintptr_t g = ((uintptr_t)addr >> shift) - __atomic_load_n(&win->first, __ATOMIC_ACQUIRE);
+    if (sm_likely(g < ((uintptr_t)1 << SM_PAGEMAP2_LEAF_BITS)))
+        return __atomic_load_n(&win->leaf[g], __ATOMIC_RELAXED);
+    /* The address passed through an empty asm: the compiler cannot reuse the shifted address here,
+     * so the hit path keeps no copy of it (a call instead cost the hit path a stack frame). */
+    __asm__("" : "+r"(addr));
     return sm_pagemap2_get_wrapped(root, shift, addr);
 }
 
 /* After a granule at addr was set: if the window is not set yet, it becomes addr's leaf. The leaf
- * is published before the base (release), so a reader that finds addr inside finds the leaf. Caller
+ * is published before its first granule (release), so a reader that finds addr inside finds the leaf. Caller
  * holds the owner's lock. */
 static inline void sm_pagemap2_window_note(sm_pagemap2_window_t *win, uintptr_t *const *root, unsigned shift,
                                            const void *addr)
@@ -273,7 +280,7 @@ static inline void sm_pagemap2_window_note(sm_pagemap2_window_t *win, uintptr_t 
     if (!leaf)
         return;
     __atomic_store_n(&win->leaf, leaf, __ATOMIC_RELAXED);
-    __atomic_store_n(&win->base, (g >> SM_PAGEMAP2_LEAF_BITS) << (shift + SM_PAGEMAP2_LEAF_BITS), __ATOMIC_RELEASE);
+    __atomic_store_n(&win->first, (g >> SM_PAGEMAP2_LEAF_BITS) << SM_PAGEMAP2_LEAF_BITS, __ATOMIC_RELEASE);
 }
 
 /* Set the word of every granule in [addr, addr + len), as sm_pagemap_set. node_alloc is asked

@@ -7,8 +7,10 @@
  * taken-back count rises by exactly that batch); a second free of an object on a remote list is
  * one double-free report; the thread's exit sends its remote lists home; a thread that took
  * batches from below while its remote list filled reuses the objects (they join its list) and
- * caches the other shard's objects directly for a while. The other threads' objects keep their
- * contents throughout. */
+ * caches the other shard's objects directly for a while. A sized free (free_sized, C++ sized
+ * delete), which the hit path serves without the owner word, sorts the same way: another shard's
+ * object onto the remote list, the thread's own onto its list. The other threads' objects keep
+ * their contents throughout. */
 #include <pthread.h>
 #include <sched.h>
 #include <stdio.h>
@@ -136,6 +138,41 @@ static void remote_objects_stay_apart(void)
            (unsigned long long)(home_frees() - before), batch + 3u);
 }
 
+/* Sized frees: the hit path and the whole free (the miss path when the hit is not tried). */
+static void sized_body(void *unused)
+{
+    (void)unused;
+    void *own = t_malloc(SIZE);
+    struct trem_cache *c = trem_tls;
+    unsigned cls = cls64(), local = c->list[cls].count, remote = c->remote[cls].count;
+    uintptr_t w = 0;
+    CHECK(trem_free_hit(shard0[next0++], SIZE, SM_F_SIZED, &w));
+    sm_mctx_t m = sm_mctx_block(shard0[next0++], SIZE, SM_F_SIZED);
+    trem_free(&m);
+    CHECKF(c->remote[cls].count == remote + 2 && c->list[cls].count == local,
+           "two sized frees of shard 0's objects: remote list %u (want %u), list %u (want %u)", c->remote[cls].count,
+           remote + 2, c->list[cls].count, local);
+    CHECK(trem_free_hit(own, SIZE, SM_F_SIZED, &w));
+    CHECKF(c->list[cls].count == local + 1 && c->remote[cls].count == remote + 2,
+           "a sized free of the thread's own object: list %u (want %u), remote list %u (want %u)", c->list[cls].count,
+           local + 1, c->remote[cls].count, remote + 2);
+    unsigned reused = 0;
+    for (unsigned i = 0; i < 200; i++) {
+        unsigned char *p = t_malloc(SIZE);
+        reused += is_shard0(p);
+        memset(p, 0x5a, SIZE);
+        trem_free_hit(p, SIZE, SM_F_SIZED, &w) || (t_free(p), 1);
+    }
+    CHECKF(reused == 0, "%u of 200 objects handed out were another shard's, freed here sized", reused);
+    shard0_intact();
+}
+
+static void sized_frees_stay_apart(void)
+{
+    if (!run_on_cpu(cpu[1], sized_body, NULL))
+        CHECKF(0, "could not run on CPU %d", cpu[1]);
+}
+
 /* A thread that allocates from below while shard 0's objects reach it: they are reused. */
 static void trader_body(void *unused)
 {
@@ -199,6 +236,7 @@ int main(void)
         return check_end();
     }
     RUN_CASE(remote_objects_stay_apart);
+    RUN_CASE(sized_frees_stay_apart);
     RUN_CASE(traders_reuse);
     for (unsigned i = next0; i < N; i++)
         t_free(shard0[i]);

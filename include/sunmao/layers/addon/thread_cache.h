@@ -512,7 +512,11 @@ SM_HOT bool SM_FN(push)(void *p, uintptr_t slot)
 SM_HOT bool SM_FN(free_hit)(void *p, size_t size, unsigned flags, uintptr_t *owner_word)
 {
     uintptr_t slot = SM_FN(free_slot)(p, size, flags, owner_word);
-    if (!(flags & SM_F_SIZED) && sm_unlikely(SM_FN(tls)->foreign & *owner_word)) {
+    /* A sized free read no owner word: it looks one up only when the thread has other partitions'
+     * bits to test (never in a process that has had one cache), so a C++ sized delete of another
+     * CPU's object leaves its cache line as a plain free does. */
+    if ((flags & SM_F_SIZED) ? sm_unlikely(SM_FN(tls)->foreign != 0) && (SM_FN(tls)->foreign & SM_NEXT_FN(block_owner)(p))
+                             : sm_unlikely(SM_FN(tls)->foreign & *owner_word)) {
         /* another partition's object: its remote list. A branch, predicted and run past, not a
          * select, which would make the list's address wait for the test (owner_slot's reason). */
         uintptr_t remote = SM_FN(remote_slot);

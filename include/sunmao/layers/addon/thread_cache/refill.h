@@ -175,7 +175,7 @@ SM_SLOWPATH bool SM_FN(overflow)(sm_mctx_t *c)
         return true;
     }
     SM_FN(follow_partition)(cache, c);
-    if (!(c->flags & SM_F_SIZED) && (SM_FN(owner_word)(c) & cache->foreign)) {
+    if (cache->foreign && (SM_FN(owner_word)(c) & cache->foreign)) {
         /* Another partition's object: onto its remote list, which a full one leaves first
          * (reclaim.h, remote_overflow); the hit path came here with the list full or no cache */
         struct SM_FN(list) *r = &cache->remote[cls];

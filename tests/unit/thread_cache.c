@@ -792,7 +792,7 @@ static void hit_paths_body(void)
     uintptr_t word = SM_OWNER_UNKNOWN;
     unsigned long allocs = CNT_GET(allocs), batches = CNT_GET(alloc_batch_calls), metas = CNT_GET(block_classes);
     CHECK(tcache_tls == empty);
-    CHECK(tcache_alloc_hit(64) == NULL && tcache_alloc_hit(0) == NULL);
+    CHECK(tcache_alloc_hit(64) == NULL && tcache_alloc_hit(0) == NULL && tcache_aligned_hit(64, 64) == NULL);
     sm_mctx_t r = sm_mctx_alloc(64, 0, 0);
     void *b = sl_alloc(&r); /* a cacheable block, made behind the cache's back */
     CHECK(b != NULL);
@@ -818,6 +818,17 @@ static void hit_paths_body(void)
     CHECK(tcache_free_hit(p, 0, 0, &word) && my_list(64)->count == 1);
     CHECK(tcache_alloc_hit(60) == p); /* same class */
     CHECK(tcache_free_hit(p, 60, SM_F_SIZED, &word) && tcache_alloc_hit(64) == p);
+    /* the aligned hit (the socket's first try for an aligned request): the head of the aligned
+     * class's list when it is aligned, else a miss that changes nothing; a layer that defines none
+     * has the default, which always misses */
+    void *a = t_aligned(100, 128); /* the 128 class */
+    CHECK(a != NULL && sm_ptr_aligned(a, 128));
+    t_free(a);
+    unsigned held = my_list(128)->count;
+    CHECK(tcache_aligned_hit(100, 128) == a && my_list(128)->count == held - 1);
+    CHECK(tcache_aligned_hit(100, 8192) == NULL && tcache_aligned_hit((8u << 10) + 1, 32) == NULL);
+    t_free(a);
+    CHECK(sl_aligned_hit(100, 128) == NULL);
     t_free(p);
     t_free(q);
     /* malloc(0) on the hit path gets an object of the smallest class, as malloc(1) would */

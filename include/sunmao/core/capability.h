@@ -16,8 +16,12 @@
  *                                                      took p (SM_F_SIZED: size is the user's); on a
  *                                                      miss, the owner word it read, if it read one,
  *                                                      is in *owner_word (else left unchanged)
+ *     void *L_aligned_hit(size_t size, size_t align)  an object of >= size bytes aligned to align
+ *                                                      (a power of two above SM_MIN_ALIGN), or NULL;
+ *                                                      optional (core/caps_default.h: the default
+ *                                                      misses, for a layer that does not define
+ *                                                      SM_LAYER_ALIGNED_HIT)
  *     void *L_alloc_miss(sm_mctx_t *c)                the rest of L_alloc, after the hit missed
- *                                                      (or was not tried: align > SM_MIN_ALIGN)
  *     void  L_free_miss(sm_mctx_t *c)                  the rest of L_free, after the hit missed
  *     Soundness: a hit path misses on a thread the layer has not set up (a fresh thread, before
  *     L_create), so a socket may call it before anything is created; then it calls the miss with

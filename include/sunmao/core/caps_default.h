@@ -7,6 +7,8 @@
  *   #define SM_LAYER_CAPS   SM_CAPS(SM_NEXT)                 (optional) the L_caps it declares, when
  *                                                            it differs: a layer that forwards every
  *                                                            capability offers its next layer's
+ *   #define SM_LAYER_ALIGNED_HIT 1                           (optional, with HIT) it defines
+ *                                                            L_aligned_hit itself
  *   #define SM_LAYER_STATS  1                                (optional) it defines L_stats itself
  *                                                            (core/stats.h); the default adds an
  *                                                            empty entry with its name and forwards
@@ -31,6 +33,17 @@ SM_HOT SM_UNUSED bool SM_FN(free_hit)(void *p, size_t size, unsigned flags, uint
 }
 SM_HOT SM_UNUSED void *SM_FN(alloc_miss)(sm_mctx_t *c) { return SM_FN(alloc)(c); }
 SM_HOT SM_UNUSED void SM_FN(free_miss)(sm_mctx_t *c) { SM_FN(free)(c); }
+#endif
+
+/* HIT's optional aligned hit: a layer that offers HIT and can serve an aligned request from what it
+ * holds defines L_aligned_hit and SM_LAYER_ALIGNED_HIT; every other layer gets this one, which
+ * misses (the socket then sends the request to the miss, as it did before the hit existed). */
+#if !((SM_LAYER_OFFERS) & SM_CAP_HIT) || !defined(SM_LAYER_ALIGNED_HIT)
+SM_HOT SM_UNUSED void *SM_FN(aligned_hit)(size_t size, size_t align)
+{
+    (void)size, (void)align;
+    return NULL;
+}
 #endif
 
 #if !((SM_LAYER_OFFERS) & SM_CAP_BATCH)
@@ -116,3 +129,4 @@ SM_INLINE SM_UNUSED void SM_FN(stats)(sm_stats_t *s)
 #undef SM_LAYER_OFFERS
 #undef SM_LAYER_CAPS
 #undef SM_LAYER_STATS
+#undef SM_LAYER_ALIGNED_HIT

@@ -20,6 +20,7 @@
  *
  * The hit path. A top layer with capability HIT (core/capability.h: a thread cache) has
  *   void *N_alloc_hit(size_t size)                       an object of >= size bytes aligned to 16, or NULL
+ *   void *N_aligned_hit(size_t size, size_t align)       the same aligned to align (the default misses)
  *   bool  N_free_hit(void *p, size_t size, unsigned flags, uintptr_t *owner_word)  true if it took
  *                                                        p (flags: SM_F_SIZED); on a miss, what
  *                                                        it read of p's owner, for the miss
@@ -348,11 +349,9 @@ SM_HOT void *sm_socket_alloc(size_t size, size_t align, unsigned flags)
 {
     if (!SM_HAS_CAP(SM_NEXT, SM_CAP_HIT))
         return sm_socket_alloc_stack(size, align, flags);
-    if (align <= SM_MIN_ALIGN) {
-        void *p = SM_NEXT_FN(alloc_hit)(size);
-        if (sm_likely(p != NULL))
-            return (flags & SM_F_ZERO) ? memset(p, 0, size) : p; /* a cached object holds old data */
-    }
+    void *p = align <= SM_MIN_ALIGN ? SM_NEXT_FN(alloc_hit)(size) : SM_NEXT_FN(aligned_hit)(size, align);
+    if (sm_likely(p != NULL))
+        return (flags & SM_F_ZERO) ? memset(p, 0, size) : p; /* a cached object holds old data */
     return sm_socket_alloc_miss(size, align, flags);
 }
 

@@ -241,7 +241,16 @@ SM_HOT bool SM_FN(free_hit)(void *p, size_t size, unsigned flags, uintptr_t *own
     return SM_NEXT_FN(free_hit)(p, size, flags, owner_word);
 }
 
-/* The misses. An aligned request's hit was not tried (core/capability.h): it counts down here. */
+/* An aligned request: the next layer's aligned hit while profiling is off; on, it misses, and the
+ * miss counts it down. */
+SM_HOT void *SM_FN(aligned_hit)(size_t size, size_t align)
+{
+    if (sm_unlikely(SM_FN(counting)))
+        return NULL;
+    return SM_NEXT_FN(aligned_hit)(size, align);
+}
+
+/* The misses. An aligned request's hit was not tried, or missed (aligned_hit): it counts down here. */
 SM_INLINE void *SM_FN(alloc_miss)(sm_mctx_t *c)
 {
     if (c->align > SM_MIN_ALIGN)
@@ -422,6 +431,7 @@ SM_INLINE int SM_FN(create)(void)
 /* HIT only: the batch, owner and mapping interfaces of the next layer know nothing of sampled
  * blocks, so none is offered above this layer (a socket needs only HIT). */
 #define SM_LAYER_OFFERS (SM_CAP_HIT | SM_CAP_MOVE)
+#define SM_LAYER_ALIGNED_HIT 1
 
 #undef SM_OPT_LG_RANGE
 #undef SM_OPT_DEPTH

@@ -540,8 +540,8 @@ SM_HOT bool SM_FN(free_hit)(void *p, size_t size, unsigned flags, uintptr_t *own
  * what a layer below learns (the CPU, SM_F_FRESH) reaches the socket. The pass-down is the one call
  * site of the next layer's alloc/free (docs/layers.md). */
 
-/* The request after its hit path missed, or was not tried (an aligned request: the socket tries
- * hit paths for plain ones only). */
+/* The request after its hit path missed, or was not tried (an aligned request under a layer
+ * that offers no aligned hit: tried here). */
 SM_INLINE void *SM_FN(alloc_miss)(sm_mctx_t *c)
 {
     if (c->align > SM_MIN_ALIGN) {
@@ -678,4 +678,5 @@ SM_INLINE void SM_FN(fork_child)(void)
 #undef SM_OPT_LINK_AT
 #undef SM_OPT_HOLD_BYTES
 #define SM_LAYER_OFFERS (SM_CAP_HIT | SM_CAP_MOVE)
+#define SM_LAYER_ALIGNED_HIT 1
 #include "../../core/layer_end.h"

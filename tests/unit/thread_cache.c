@@ -637,13 +637,45 @@ static void thread_exit_returns_all(void)
     size_t slabs = fake_slabs();
     unsigned long exits = CNT_GET(thread_exits), metas = CNT_GET(meta_allocs), meta_frees = CNT_GET(meta_frees);
     run_exit_workers(4);
-    CHECKF(CNT_GET(meta_allocs) - metas == 4 && CNT_GET(meta_frees) - meta_frees == 4,
-           "%lu caches made and %lu given back on the metadata route for 4 threads",
-           CNT_GET(meta_allocs) - metas, CNT_GET(meta_frees) - meta_frees);
+    /* the warm-up's caches were kept as spares: these four threads took them, made none, and
+     * left them as spares again */
+    CHECKF(CNT_GET(meta_allocs) - metas == 0 && CNT_GET(meta_frees) - meta_frees == 0 && tcache_spares.n >= 4,
+           "%lu caches made and %lu given back on the metadata route for 4 threads (want 0, 0), %u spares",
+           CNT_GET(meta_allocs) - metas, CNT_GET(meta_frees) - meta_frees, tcache_spares.n);
     CHECKF(CNT_GET(outstanding) == outstanding, "%ld objects not returned below",
            CNT_GET(outstanding) - outstanding);
     CHECKF(CNT_GET(thread_exits) == exits + 4, "%lu thread exits for 4 threads", CNT_GET(thread_exits) - exits);
     CHECKF(fake_slabs() <= slabs, "fake holds %zu slabs, %zu before", fake_slabs(), slabs);
+    CHECK(fk_obj.bad_frees == 0 && err_total() == 0);
+}
+
+/* At most spares_max caches are kept: twelve threads that all hold a cache at once take the spares
+ * there are and make the rest; at their exits eight are kept and the other four go back. */
+static pthread_barrier_t spare_barrier;
+static void *spare_worker(void *arg)
+{
+    (void)arg;
+    t_free(t_malloc(64)); /* the thread's cache */
+    pthread_barrier_wait(&spare_barrier);
+    return NULL;
+}
+static void spare_caches_bounded(void)
+{
+    enum { T = 12 };
+    pthread_t t[T];
+    unsigned spares = tcache_spares.n;
+    unsigned long metas = CNT_GET(meta_allocs), meta_frees = CNT_GET(meta_frees);
+    pthread_barrier_init(&spare_barrier, NULL, T);
+    for (int i = 0; i < T; i++)
+        pthread_create(&t[i], NULL, spare_worker, NULL);
+    for (int i = 0; i < T; i++)
+        pthread_join(t[i], NULL);
+    pthread_barrier_destroy(&spare_barrier);
+    CHECKF(tcache_spares_max == 8 && tcache_spares.n == tcache_spares_max, "%u spares kept (want %d)",
+           tcache_spares.n, (int)tcache_spares_max);
+    CHECKF(CNT_GET(meta_allocs) - metas == T - spares && CNT_GET(meta_frees) - meta_frees == T - tcache_spares_max,
+           "%lu caches made (want %u: %u spares were there), %lu given back (want %d)", CNT_GET(meta_allocs) - metas,
+           T - spares, spares, CNT_GET(meta_frees) - meta_frees, T - (int)tcache_spares_max);
     CHECK(fk_obj.bad_frees == 0 && err_total() == 0);
 }
 
@@ -1113,6 +1145,7 @@ int main(void)
     RUN_CASE(remote_block_not_kept);
     RUN_CASE(budget);
     RUN_CASE(thread_exit_returns_all);
+    RUN_CASE(spare_caches_bounded);
     RUN_CASE(destructor_after_exit);
     RUN_CASE(sized_free);
     RUN_CASE(pass_through);

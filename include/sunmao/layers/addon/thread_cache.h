@@ -603,6 +603,8 @@ SM_SLOWPATH SM_UNUSED void SM_FN(release)(sm_release_t *r)
         SM_FN(remote_home)(cache, &sink);
         SM_FN(give_blocks)(sink.blocks, sink.n);
     }
+    if (r->how == SM_RELEASE_ALL) /* metadata, not cached objects: not in r->released */
+        SM_FN(spares_free)();
     SM_NEXT_FN(release)(r);
 }
 
@@ -650,15 +652,18 @@ SM_INLINE void SM_FN(thread_exit)(void)
 SM_INLINE void SM_FN(fork_prepare)(void)
 {
     SM_FN(pool_fork_prepare)();
+    sm_plat_lock(&SM_FN(spares).lock);
     SM_NEXT_FN(fork_prepare)();
 }
 SM_INLINE void SM_FN(fork_parent)(void)
 {
+    sm_plat_unlock(&SM_FN(spares).lock);
     SM_FN(pool_fork_parent)();
     SM_NEXT_FN(fork_parent)();
 }
 SM_INLINE void SM_FN(fork_child)(void)
 {
+    sm_plat_lock_reinit(&SM_FN(spares).lock); /* held across fork: the list is whole */
     /* the child's one thread: its next slow path stops telling partitions apart (reclaim.h) */
     SM_FN(obj).caches_made = !SM_FN(is_static)(SM_FN(tls));
     SM_FN(pool_fork_child)(SM_FN(tls));

@@ -2,8 +2,9 @@
  * back when the thread exits. Every thread starts at the constant empty cache; its first miss
  * builds the shared tables (once per process), attaches the thread to the composition's lifecycle
  * service (platform/lifecycle.h: no thread-exit key or static TLS of this layer's own) and takes
- * the cache from the metadata route (core/meta_route.h), never from libc. At exit the cache returns
- * every object to the next layer and itself to the route, and the thread points at the constant retired cache, which passes every request down and
+ * the cache from the metadata route (core/meta_route.h), never from libc, or one an exited thread
+ * left (spares, below). At exit the cache returns every object to the next layer and itself to
+ * the spares or the route (a release of everything returns the spares), and the thread points at the constant retired cache, which passes every request down and
  * never makes a cache again: destructors that run after ours (glibc runs key destructors for up to
  * PTHREAD_DESTRUCTOR_ITERATIONS rounds) may still allocate and free, and the rounds end. A thread
  * that cannot have a cache (no tables, no exit hook to be had) is retired at once; one whose cache
@@ -15,6 +16,61 @@
 #ifndef SM_THREAD_CACHE_PARTS
 #include "../thread_cache.h"
 #else
+
+/* Caches of exited threads kept for the next threads, up to spares_max: taking one from the
+ * metadata route and giving it back at each thread's end cost a mapping and an unmapping per
+ * thread, and the unmapping's TLB shootdown interrupts every CPU the process runs on (a program
+ * starting and joining 4 threads at a time, 512 requests each: 2x glibc's time; docs/layers.md,
+ * thread_cache). Linked through their first word, under their own platform lock (taken once per
+ * thread start and end; fork: held across it). */
+enum { SM_FN(spares_max) = 8 };
+static struct {
+    sm_plat_lock_t lock;
+    void *head;
+    unsigned n;
+} SM_FN(spares) = { SM_PLAT_LOCK_INIT, NULL, 0 };
+
+SM_SLOWPATH void *SM_FN(spare_take)(void)
+{
+    sm_plat_lock(&SM_FN(spares).lock);
+    void *c = SM_FN(spares).head;
+    if (c) {
+        SM_FN(spares).head = *(void **)c;
+        SM_FN(spares).n--;
+    }
+    sm_plat_unlock(&SM_FN(spares).lock);
+    return c;
+}
+
+/* Keeps cache for a later thread; false when spares_max are kept already. */
+SM_SLOWPATH bool SM_FN(spare_keep)(void *cache)
+{
+    sm_plat_lock(&SM_FN(spares).lock);
+    bool kept = SM_FN(spares).n < SM_FN(spares_max);
+    if (kept) {
+        *(void **)cache = SM_FN(spares).head;
+        SM_FN(spares).head = cache;
+        SM_FN(spares).n++;
+    }
+    sm_plat_unlock(&SM_FN(spares).lock);
+    return kept;
+}
+
+/* Gives every spare back to the metadata route (a release of everything: malloc_trim). */
+SM_SLOWPATH void SM_FN(spares_free)(void)
+{
+    sm_plat_lock(&SM_FN(spares).lock);
+    void *c = SM_FN(spares).head;
+    SM_FN(spares).head = NULL;
+    SM_FN(spares).n = 0;
+    sm_plat_unlock(&SM_FN(spares).lock);
+    while (c) {
+        void *next = *(void **)c;
+        sm_mctx_t f = sm_mctx_block(c, sizeof(struct SM_FN(cache)), SM_F_SIZED);
+        SM_FN(meta_free)(&f);
+        c = next;
+    }
+}
 
 /* The calling thread's cache, created on its first slow path; NULL when the thread is to bypass
  * the cache (retired, or no memory for a cache, or no thread-exit hook could be had). */
@@ -34,8 +90,11 @@ SM_SLOWPATH struct SM_FN(cache) *SM_FN(cache_get)(void)
         return NULL;
     }
     /* The cache is the allocator's own metadata: it comes from the metadata route, never libc. */
-    sm_mctx_t r = sm_mctx_alloc(sizeof(struct SM_FN(cache)), SM_CACHELINE, 0);
-    cache = (struct SM_FN(cache) *)SM_FN(meta_alloc)(&r);
+    cache = (struct SM_FN(cache) *)SM_FN(spare_take)();
+    if (!cache) {
+        sm_mctx_t r = sm_mctx_alloc(sizeof(struct SM_FN(cache)), SM_CACHELINE, 0);
+        cache = (struct SM_FN(cache) *)SM_FN(meta_alloc)(&r);
+    }
     if (!cache)
         return NULL; /* this request bypasses the cache; a later slow path tries again */
     memset(cache, 0, sizeof *cache);
@@ -79,6 +138,8 @@ SM_SLOWPATH void SM_FN(cache_destroy)(void)
     SM_FN(remote_home)(cache, &sink);
     SM_FN(give_blocks)(sink.blocks, sink.n);
     SM_FN(pool_leave)(cache);
+    if (SM_FN(spare_keep)(cache))
+        return;
     sm_mctx_t f = sm_mctx_block(cache, sizeof *cache, SM_F_SIZED);
     SM_FN(meta_free)(&f);
 }

@@ -88,8 +88,8 @@ static inline unsigned sm_rseq_slots(void)
 }
 
 #if SM_RSEQ_ASM
-extern const ptrdiff_t __rseq_offset __attribute__((weak));
-extern const unsigned int __rseq_size __attribute__((weak));
+/* glibc's __rseq_offset and __rseq_size: weak, declared in platform/linux.h (sm_plat_cpu reads
+ * them too). */
 
 /* The descriptor (32-byte aligned, immortal, in its own section) and the abort handler (preceded
  * by the signature, outside the section, back to its start), for a section from 1: to 2:. */

@@ -4,8 +4,9 @@
  * service (platform/lifecycle.h: no thread-exit key or static TLS of this layer's own) and takes
  * the cache from the metadata route (core/meta_route.h), never from libc, or one an exited thread
  * left (spares, below). At exit the cache returns every object to the next layer and itself to
- * the spares or the route (a release of everything returns the spares), and the thread points at the constant retired cache, which passes every request down and
- * never makes a cache again: destructors that run after ours (glibc runs key destructors for up to
+ * the spares or the route (a release of everything returns the spares), and the thread points at
+ * the constant retired cache, which passes every request down and never makes a cache again:
+ * destructors that run after ours (glibc runs key destructors for up to
  * PTHREAD_DESTRUCTOR_ITERATIONS rounds) may still allocate and free, and the rounds end. A thread
  * that cannot have a cache (no tables, no exit hook to be had) is retired at once; one whose cache
  * could not be allocated tries again on its next slow path. A part of layers/addon/thread_cache.h,
@@ -56,6 +57,13 @@ SM_SLOWPATH bool SM_FN(spare_keep)(void *cache)
     return kept;
 }
 
+/* A cache struct back to the metadata route. */
+SM_SLOWPATH void SM_FN(cache_free)(void *cache)
+{
+    sm_mctx_t f = sm_mctx_block(cache, sizeof(struct SM_FN(cache)), SM_F_SIZED);
+    SM_FN(meta_free)(&f);
+}
+
 /* Gives every spare back to the metadata route (a release of everything: malloc_trim). */
 SM_SLOWPATH void SM_FN(spares_free)(void)
 {
@@ -66,8 +74,7 @@ SM_SLOWPATH void SM_FN(spares_free)(void)
     sm_plat_unlock(&SM_FN(spares).lock);
     while (c) {
         void *next = *(void **)c;
-        sm_mctx_t f = sm_mctx_block(c, sizeof(struct SM_FN(cache)), SM_F_SIZED);
-        SM_FN(meta_free)(&f);
+        SM_FN(cache_free)(c);
         c = next;
     }
 }
@@ -138,10 +145,8 @@ SM_SLOWPATH void SM_FN(cache_destroy)(void)
     SM_FN(remote_home)(cache, &sink);
     SM_FN(give_blocks)(sink.blocks, sink.n);
     SM_FN(pool_leave)(cache);
-    if (SM_FN(spare_keep)(cache))
-        return;
-    sm_mctx_t f = sm_mctx_block(cache, sizeof *cache, SM_F_SIZED);
-    SM_FN(meta_free)(&f);
+    if (!SM_FN(spare_keep)(cache))
+        SM_FN(cache_free)(cache);
 }
 
 #endif /* SM_THREAD_CACHE_PARTS */

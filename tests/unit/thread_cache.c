@@ -864,6 +864,12 @@ static void hit_paths_body(void)
     CHECK(tcache_aligned_hit(100, 8192) == NULL && tcache_aligned_hit((8u << 10) + 1, 32) == NULL);
     t_free(a);
     CHECK(sl_aligned_hit(100, 128) == NULL);
+    /* the usable hit (realloc's and malloc_usable_size's first try): a live object's class size,
+     * what getmeta says; 0 where it cannot tell (not an object's start), and from a layer that
+     * defines none */
+    sm_mctx_t m = sm_mctx_block(p, 0, 0);
+    CHECK(tcache_usable_hit(p) == 64 && tcache_getmeta(&m) && m.usable == 64);
+    CHECK(tcache_usable_hit((char *)p + 16) == 0 && sl_usable_hit(p) == 0);
     t_free(p);
     t_free(q);
     /* malloc(0) on the hit path gets an object of the smallest class, as malloc(1) would */
@@ -875,6 +881,7 @@ static void hit_paths_body(void)
     CHECK(tcache_alloc_hit((8u << 10) + 1) == NULL && tcache_alloc_hit(SIZE_MAX) == NULL);
     void *big = t_malloc(100000);
     CHECK(big != NULL && !tcache_free_hit(big, 0, 0, &word) && !tcache_free_hit(big, 100000, SM_F_SIZED, &word));
+    CHECK(tcache_usable_hit(big) == 0); /* a block of the next layer's next layer: getmeta's */
     t_free(big);
 }
 static void hit_paths(void) { in_thread(hit_paths_body); }

@@ -21,6 +21,11 @@
  *                                                      optional (core/caps_default.h: the default
  *                                                      misses, for a layer that does not define
  *                                                      SM_LAYER_ALIGNED_HIT)
+ *     size_t L_usable_hit(const void *p)               the usable size of the live block p, read
+ *                                                      from what a hit path reads (its owner
+ *                                                      word), or 0: ask getmeta; optional (the
+ *                                                      default answers 0, for a layer that does
+ *                                                      not define SM_LAYER_USABLE_HIT)
  *     void *L_alloc_miss(sm_mctx_t *c)                the rest of L_alloc, after the hit missed
  *     void  L_free_miss(sm_mctx_t *c)                  the rest of L_free, after the hit missed
  *     Soundness: a hit path misses on a thread the layer has not set up (a fresh thread, before

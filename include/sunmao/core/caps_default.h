@@ -9,6 +9,8 @@
  *                                                            capability offers its next layer's
  *   #define SM_LAYER_ALIGNED_HIT 1                           (optional, with HIT) it defines
  *                                                            L_aligned_hit itself
+ *   #define SM_LAYER_USABLE_HIT 1                            (optional, with HIT) it defines
+ *                                                            L_usable_hit itself
  *   #define SM_LAYER_STATS  1                                (optional) it defines L_stats itself
  *                                                            (core/stats.h); the default adds an
  *                                                            empty entry with its name and forwards
@@ -43,6 +45,17 @@ SM_HOT SM_UNUSED void *SM_FN(aligned_hit)(size_t size, size_t align)
 {
     (void)size, (void)align;
     return NULL;
+}
+#endif
+
+/* HIT's optional usable-size hit (realloc's and malloc_usable_size's): a layer that offers HIT and
+ * can tell a block's usable size from its owner word defines L_usable_hit and SM_LAYER_USABLE_HIT;
+ * every other layer gets this one, which answers 0 (the socket then asks getmeta). */
+#if !((SM_LAYER_OFFERS) & SM_CAP_HIT) || !defined(SM_LAYER_USABLE_HIT)
+SM_HOT SM_UNUSED size_t SM_FN(usable_hit)(const void *p)
+{
+    (void)p;
+    return 0;
 }
 #endif
 
@@ -130,3 +143,4 @@ SM_INLINE SM_UNUSED void SM_FN(stats)(sm_stats_t *s)
 #undef SM_LAYER_CAPS
 #undef SM_LAYER_STATS
 #undef SM_LAYER_ALIGNED_HIT
+#undef SM_LAYER_USABLE_HIT

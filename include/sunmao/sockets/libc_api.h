@@ -21,6 +21,7 @@
  * The hit path. A top layer with capability HIT (core/capability.h: a thread cache) has
  *   void *N_alloc_hit(size_t size)                       an object of >= size bytes aligned to 16, or NULL
  *   void *N_aligned_hit(size_t size, size_t align)       the same aligned to align (the default misses)
+ *   size_t N_usable_hit(const void *p)                   p's usable size, or 0 (the default): getmeta
  *   bool  N_free_hit(void *p, size_t size, unsigned flags, uintptr_t *owner_word)  true if it took
  *                                                        p (flags: SM_F_SIZED); on a miss, what
  *                                                        it read of p's owner, for the miss
@@ -377,14 +378,22 @@ SM_HOT void sm_socket_free(void *ptr, size_t size, unsigned flags)
     sm_socket_free_miss(ptr, size, flags, owner_word, __builtin_return_address(0));
 }
 
-/* Usable size of a block of the stack's; 0 (after reporting) for a pointer no layer owns. */
-SM_INLINE size_t sm_socket_usable_stack(void *ptr, const char *api)
+/* Usable size of a block of the stack's by getmeta's walk; 0 (after reporting) for a pointer no
+ * layer owns. Out of line: the usable hit below answers for most blocks. */
+static __attribute__((noinline)) size_t sm_socket_usable_walk(void *ptr, const char *api)
 {
     sm_mctx_t c = sm_mctx_block(ptr, 0, 0);
     if (sm_likely(sm_socket_ready() && SM_NEXT_FN(getmeta)(&c)))
         return c.usable;
     SM_ERR_FN(raise)(SM_ERR_INVALID_POINTER, api, ptr, "not a block allocated here");
     return 0;
+}
+
+/* The same, the top layer's usable hit first (a thread cache: the owner word and a table). */
+SM_HOT size_t sm_socket_usable_stack(void *ptr, const char *api)
+{
+    size_t usable = SM_NEXT_FN(usable_hit)(ptr);
+    return sm_likely(usable != 0) ? usable : sm_socket_usable_walk(ptr, api);
 }
 
 /* The same for any pointer: a first-class heap's block answers from its heap. */

@@ -250,6 +250,14 @@ SM_HOT void *SM_FN(aligned_hit)(size_t size, size_t align)
     return SM_NEXT_FN(aligned_hit)(size, align);
 }
 
+/* A sampled block's size is its slot's (getmeta, below); any other block's, the next layer's. */
+SM_HOT size_t SM_FN(usable_hit)(const void *p)
+{
+    if (sm_unlikely(SM_FN(in_range)(p)))
+        return 0;
+    return SM_NEXT_FN(usable_hit)(p);
+}
+
 /* The misses. An aligned request's hit was not tried, or missed (aligned_hit): it counts down here. */
 SM_INLINE void *SM_FN(alloc_miss)(sm_mctx_t *c)
 {
@@ -432,6 +440,7 @@ SM_INLINE int SM_FN(create)(void)
  * blocks, so none is offered above this layer (a socket needs only HIT). */
 #define SM_LAYER_OFFERS (SM_CAP_HIT | SM_CAP_MOVE)
 #define SM_LAYER_ALIGNED_HIT 1
+#define SM_LAYER_USABLE_HIT 1
 
 #undef SM_OPT_LG_RANGE
 #undef SM_OPT_DEPTH

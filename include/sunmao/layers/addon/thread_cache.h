@@ -458,6 +458,18 @@ SM_HOT void *SM_FN(aligned_hit)(size_t size, size_t align)
     return SM_FN(pop)(cache, l, head);
 }
 
+/* realloc's and malloc_usable_size's hit: the size of the object starting at p, from its owner word
+ * (the lookup and the geometry check free's hit makes) and the class table; 0 for a block of no
+ * cached class, or no object start, or before the tables exist: the socket then asks getmeta,
+ * which also reports a bad pointer. The next layer's classes are this layer's (BATCH, OWNER). */
+SM_HOT size_t SM_FN(usable_hit)(const void *p)
+{
+    unsigned slot = SM_NEXT_FN(owner_slot)(p, SM_NEXT_FN(block_owner)(p));
+    if (slot >= (unsigned)SM_FN(class_count) << 4)
+        return 0;
+    return __atomic_load_n(&SM_FN(obj).class_bytes[slot >> 4], __ATOMIC_RELAXED);
+}
+
 /* The list p goes on, as its offset in the list array: 16 x its class, or 16 x class_count (the
  * sentinel) for a block the cache does not take. A sized free is trusted: its block joins the list
  * of size_to_class(size), never larger than the block; what matters is that it holds a class's
@@ -684,4 +696,5 @@ SM_INLINE void SM_FN(fork_child)(void)
 #undef SM_OPT_HOLD_BYTES
 #define SM_LAYER_OFFERS (SM_CAP_HIT | SM_CAP_MOVE)
 #define SM_LAYER_ALIGNED_HIT 1
+#define SM_LAYER_USABLE_HIT 1
 #include "../../core/layer_end.h"

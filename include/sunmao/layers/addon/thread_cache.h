@@ -51,8 +51,8 @@
  * (refills and releases), OWNER (an unsized free's list is owner_slot(p, block_owner(p)), its one
  * lookup, whose word the miss reuses and passes down; owner_foreign, the words' bits of other
  * CPUs' partitions, asked on slow paths and tested on free's hit path; owner_local is asked on a
- * free's slow path only), and the same sizeclass policy. Offers HIT: alloc_hit, free_hit (below);
- * and MOVE, forwarded.
+ * free's slow path only), and the same sizeclass policy. Offers HIT: alloc_hit, free_hit,
+ * aligned_hit and usable_hit (below); and MOVE, forwarded.
  * Properties: thread_safe = the next layer's (the caches are per thread), min_align = the next
  * layer's, zeroed 0 (cached objects hold old data; the socket clears calloc's).
  * @model: name=thread_cache kind=addon flag cache slot sizeclass slot err

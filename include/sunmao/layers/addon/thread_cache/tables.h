@@ -75,7 +75,8 @@ SM_SLOWPATH void SM_FN(init_once)(void)
     unsigned last = SM_SIZECLASS_FN(size_to_class)((size_t)(SM_SIZE_MAX));
     for (unsigned cls = first; cls <= last; cls++) {
         size_t size = SM_SIZECLASS_FN(class_to_size)(cls), n = SM_FN(batch_bytes) / size;
-        SM_FN(obj).class_bytes[cls] = (uint32_t)size;
+        /* atomic: usable_hit may read it while this runs (a block the slab served meanwhile) */
+        __atomic_store_n(&SM_FN(obj).class_bytes[cls], (uint32_t)size, __ATOMIC_RELAXED);
         SM_FN(obj).batch[cls] = (uint8_t)(n < 2 ? 2 : n > SM_FN(batch_max) ? SM_FN(batch_max) : n);
     }
     for (size_t i = 0; i < (size_t)SM_FN(class_table_len); i++) {

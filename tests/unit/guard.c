@@ -477,6 +477,43 @@ static void freed_slots_are_reused_in_fifo_order(void)
     CHECK(err_total() == 0);
 }
 
+/* The kernel's mappings that cover any of [lo, hi), from /proc/self/maps. */
+static int mappings_over(uintptr_t lo, uintptr_t hi)
+{
+    FILE *f = fopen("/proc/self/maps", "r");
+    if (!f)
+        return -1;
+    int n = 0;
+    unsigned long a, b;
+    char line[512];
+    while (fgets(line, sizeof line, f))
+        if (sscanf(line, "%lx-%lx", &a, &b) == 2 && a < hi && b > lo)
+            n++;
+    fclose(f);
+    return n;
+}
+
+/* The guard pages are mappings of their own, so a sampled pair protects a slot's pages without
+ * the kernel splitting or merging anything: the pool is 2 x 8 + 1 mappings, whatever is live. */
+static void sampled_pairs_leave_the_mappings_alone(void)
+{
+    char *p = GALLOC(g1, 64, SM_MIN_ALIGN, 0);
+    CHECK(g1_guard_owns(p));
+    uintptr_t lo = g1_obj.base, hi = lo + g1_obj.span;
+    int live = mappings_over(lo, hi);
+    GFREE(g1, p);
+    int freed = mappings_over(lo, hi);
+    char *q[3];
+    for (int i = 0; i < 3; i++)
+        q[i] = GALLOC(g1, 100, SM_MIN_ALIGN, 0);
+    int three = mappings_over(lo, hi);
+    for (int i = 0; i < 3; i++)
+        GFREE(g1, q[i]);
+    CHECKF(live == 17 && freed == 17 && three == 17, "mappings over the pool: %d with a live block, %d after its free, %d with three",
+           live, freed, three);
+    CHECK(err_total() == 0);
+}
+
 static void calloc_of_a_reused_slot_gets_zeroes(void)
 {
     char *p[8];
@@ -937,6 +974,7 @@ int main(void)
     RUN_CASE(fill_pattern_round_trips);
     RUN_CASE(freed_slots_are_reused_in_fifo_order);
     RUN_CASE(calloc_of_a_reused_slot_gets_zeroes);
+    RUN_CASE(sampled_pairs_leave_the_mappings_alone);
     RUN_CASE(overflow_by_one_byte_faults_and_is_reported);
     RUN_CASE(read_after_free_faults_and_names_the_free_site);
     RUN_CASE(underflow_below_the_page_faults);

@@ -74,6 +74,12 @@ static inline int sm_plat_protect(void *p, size_t n, bool accessible)
     errno = EINVAL;
     return -1;
 }
+static inline int sm_plat_protect_apart(void *p, size_t n)
+{
+    (void)p, (void)n;
+    errno = EINVAL;
+    return -1;
+}
 static inline void *sm_plat_sbrk(intptr_t incr)
 {
     (void)incr;

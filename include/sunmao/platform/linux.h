@@ -222,6 +222,22 @@ static inline int sm_plat_protect(void *p, size_t n, bool accessible)
     return mprotect(p, sm_align_up(n, sm_plat_page_size()), accessible ? PROT_READ | PROT_WRITE : PROT_NONE);
 }
 
+/* Give pages [p, p + n) a mapping of their own that the kernel never merges with its neighbours,
+ * so that protecting a range between two such never splits or re-merges mappings: a guard pool's
+ * guard pages, whose slots are protected and unprotected on every sampled request. A mapping flag
+ * nothing else uses here (MADV_DONTDUMP: inaccessible pages have nothing to dump). 0, or -1 with
+ * errno set: then protecting only costs more (docs/layers.md, guard). */
+static inline int sm_plat_protect_apart(void *p, size_t n)
+{
+#ifdef MADV_DONTDUMP
+    return madvise(p, sm_align_up(n, sm_plat_page_size()), MADV_DONTDUMP);
+#else
+    (void)p, (void)n;
+    errno = EINVAL;
+    return -1;
+#endif
+}
+
 /* Milliseconds of CLOCK_MONOTONIC at the kernel's tick resolution (vDSO: no system call). */
 static inline uint64_t sm_plat_now_ms(void)
 {

@@ -13,6 +13,7 @@
  *            sm_plat_remap_inplace(p, old, new) 0/-1 without moving; sm_plat_remap_to(p, old, new,
  *            dest) move onto a range the caller mapped; sm_plat_sbrk(incr) old break or NULL;
  *            sm_plat_protect(p, n, accessible) 0/-1 (n = 0: whether pages can be protected here);
+ *            sm_plat_protect_apart(p, n) 0/-1 a range's own mapping, never merged (guard pages);
  *            built with -DSM_PLAT_FAULTS, map, remap, purge and break calls first ask the test's
  *            sm_plat_fault_due(op) and fail as the kernel would (tests/build/faults.sh)
  *   time     sm_plat_now_ms() monotonic, ms, coarse (never a system call on Linux); sm_plat_now_ns()

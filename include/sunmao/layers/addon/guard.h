@@ -32,6 +32,8 @@
  * - The pool is one mapping, made on the first sampled request: a guard page, then per slot its
  *   data pages (MAX_SIZE rounded up) and guard pages up to a power-of-two stride (so a pointer's
  *   slot is a shift, not a division). Only a live block's pages are accessible; the rest faults.
+ *   The guard pages are set apart (sm_plat_protect_apart): protecting a slot never splits or
+ *   merges the kernel's mappings, and the pool takes 2 x SLOTS + 1 of them.
  * - A block ends as near its following guard page as its alignment (that of the request, at
  *   least 16 and min_align) allows; the bytes between its end and the guard page, and before it
  *   in its first page, hold a pattern checked at free (and resize).
@@ -206,6 +208,12 @@ SM_SLOWPATH void SM_FN(setup)(void)
         __atomic_store_n(&SM_FN(obj).off, true, __ATOMIC_RELAXED);
         return;
     }
+    /* The guard pages in mappings of their own: a slot's pages, protected and unprotected on each
+     * sampled request, then never merge with them, which took the kernel's splits and merges of
+     * the pool's mapping out of every sampled pair (docs/layers.md, guard). Failure: slower only. */
+    (void)sm_plat_protect_apart(pool, page);
+    for (uint32_t i = 0; i < (SM_OPT_SLOTS); i++)
+        (void)sm_plat_protect_apart(pool + page + ((size_t)i << shift) + data, ((size_t)1 << shift) - data);
     SM_FN(obj).page = page;
     SM_FN(obj).data = data;
     SM_FN(obj).shift = shift;

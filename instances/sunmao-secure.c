@@ -3,11 +3,13 @@
  *
  *   sunmao's line, its thread cache with harden=2, hold_bytes=8KB, link_at=16
  *   :: tail_chksum(chk_sum=xor, err_handle=default)
- *   :: guard(sync=mutex, sample_every=5000)
+ *   :: guard(sync=mutex, sample_every=50000)
  *   :: malloc_socket
  *
- * Top down: one request in 5000 (per thread, at random) gets a block against a guard page, so an
- * overflow or a use after free of it faults at the access and is reported with its call sites;
+ * Top down: one request in 50000 (per thread, at random; SUNMAO_CONF's guard_sample changes it)
+ * gets a block against a guard page, so an overflow or a use after free of it faults at the access
+ * and is reported with its call sites (not 1 in 5000, the layer's default: with two threads each
+ * sample's mprotect interrupts the other CPU, and churn loops ran 14-24% slower; docs/layers.md);
  * every block has a check value after its end and a keyed header before it, checked at free (an
  * overflow, an invalid or a double free is reported then, or at realloc); below, the thread cache
  * holds freed objects back in its lists (8 KiB a list: an object comes back only after that many
@@ -34,7 +36,7 @@
 #define SM_NEXT  sunmao_secure_tail
 #define SM_SYNC  mutex
 #define SM_ERR   warn
-#define SM_OPT_SAMPLE_EVERY 5000
+#define SM_OPT_SAMPLE_EVERY 50000
 #include <sunmao/layers/addon/guard.h>
 
 #define SM_NEXT sunmao_secure_guard

@@ -12,8 +12,9 @@ for arg in "$@"; do
 usage: tests/api/conf.sh [-h|--help]        (one of the tests that tests/run.sh and make test run)
 
 Checks SUNMAO_CONF under LD_PRELOAD=lib<inst>.so for every instance: the warning and abort
-messages, junk, zero, tcache:false, background_thread:false, thp, the sunmao_conf symbol, and
-(where the instance has a decay_cache) dirty_decay_ms:0 against dirty_decay_ms:-1.
+messages, junk, zero, tcache:false, background_thread:false, thp, the sunmao_conf symbol,
+(where the instance has a decay_cache) dirty_decay_ms:0 against dirty_decay_ms:-1, and (where
+it has a guard layer) guard_sample:1 against guard_sample:0.
 Prints `ok conf: <inst>/<setting>/<case>` or `not ok conf: ...: <why>` per case.
 
 Environment: BUILD, INSTANCES (empty: one skip line), SM_ROOT, CC (the sunmao_conf build).
@@ -108,6 +109,12 @@ for inst in $INSTANCES; do
         conf_case "$inst" dirty_decay_ms:-1 rss_drop 1500 0
     else
         sm_skip "$inst/dirty_decay_ms" "no decay_cache: large blocks are unmapped when freed"
+    fi
+    if grep -q 'layers/addon/guard.h' "$src"; then
+        conf_case "$inst" guard_sample:1 guarded 16
+        conf_case "$inst" guard_sample:0 guarded 0
+    else
+        sm_skip "$inst/guard_sample" "no guard layer: guard_sample changes nothing"
     fi
     if [ "$sym_ok" = 1 ]; then
         sm_run "$inst/sunmao_conf_symbol" 60 "$SM_LIB" "$sym" junk_alloc

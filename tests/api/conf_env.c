@@ -10,8 +10,12 @@
  *   rss_drop MS        64 MiB of large blocks freed: RSS falls by 48 MiB within MS ms (1), or
  *                      stays up that long (0) -- second argument -- without malloc_trim
  *   thp FLAG           an 8 MiB block's mapping carries VmFlags FLAG (hg: thp:always, nh: never)
+ *   guarded N          of 16 malloc+free pairs of 48 bytes, N had their block's end against an
+ *                      inaccessible page (a guard layer's sample; guard_sample:1 -> 16, :0 -> 0),
+ *                      probed with write(2) into a pipe (EFAULT), so nothing faults
  * Built with -DCONF_SYMBOL='"..."' (conf.sh does, with -rdynamic) it defines sunmao_conf. */
 #include <dirent.h>
+#include <errno.h>
 #include <malloc.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -230,6 +234,32 @@ static void thp(void)
     free(p);
 }
 
+static void guarded(void)
+{
+    int fd[2];
+    CHECK(pipe(fd) == 0);
+    long want = strtol(arg1, NULL, 10), n = 0;
+    for (int i = 0; i < 16; i++) {
+        unsigned char *p = malloc(48);
+        CHECK(p != NULL);
+        memset(p, 0x6b, 48);
+        unsigned char *end = p + 48; /* one past the block, on purpose: hidden from the compiler */
+        __asm__("" : "+r"(end));
+        errno = 0;
+        if (write(fd[1], end, 1) < 0 && errno == EFAULT)
+            n++;
+        else {
+            char c;
+            CHECK(read(fd[0], &c, 1) == 1);
+        }
+        CHECK(first_not(p, 0, 48, 0x6b) == 48);
+        free(p);
+    }
+    CHECKF(n == want, "%ld of 16 blocks end against an inaccessible page, expected %ld", n, want);
+    close(fd[0]);
+    close(fd[1]);
+}
+
 int main(int argc, char **argv)
 {
     check_begin("conf_env");
@@ -242,6 +272,7 @@ int main(int argc, char **argv)
     static const struct { const char *name; void (*fn)(void); } cases[] = {
         { "pattern", pattern }, { "junk_alloc", junk_alloc }, { "junk_free", junk_free },
         { "zero", zero }, { "release_thread", release_thread }, { "rss_drop", rss_drop }, { "thp", thp },
+        { "guarded", guarded },
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
         if (strcmp(argv[1], cases[i].name) == 0) {

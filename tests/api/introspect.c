@@ -124,7 +124,7 @@ static const struct row rows[] = {
     { "opt.prof_active", sizeof(bool), 'r' }, { "opt.prof_prefix", sizeof(char *), 'r' },
     { "opt.lg_prof_sample", 8, 'r' }, { "opt.lg_prof_interval", 8, 'r' }, { "opt.prof_gdump", sizeof(bool), 'r' },
     { "opt.prof_final", sizeof(bool), 'r' }, { "opt.prof_leak", sizeof(bool), 'r' },
-    { "opt.prof_format", sizeof(char *), 'r' }, { "opt.abort_conf", sizeof(bool), 'r' },
+    { "opt.prof_format", sizeof(char *), 'r' }, { "opt.guard_sample", 8, 'r' }, { "opt.abort_conf", sizeof(bool), 'r' },
     { "opt.confirm_conf", sizeof(bool), 'r' },
 };
 

@@ -187,6 +187,14 @@ static void integers_and_ranges(void)
     CHECK(parse("narenas:1025") == 1);
     EXPECT_OUT("<sunmao>: Out-of-range conf value: narenas:1025\n");
 
+    CHECK(parse("guard_sample:0") == 0 && conf.guard_sample == 0);
+    CHECK(parse("guard_sample:1073741824") == 0 && conf.guard_sample == (int64_t)1 << 30);
+    CHECK(parse("guard_sample:default") == 0 && conf.guard_sample == SM_CONF_DEFAULT);
+    CHECK(parse("guard_sample:1073741825") == 1 && conf.guard_sample == SM_CONF_DEFAULT);
+    EXPECT_OUT("<sunmao>: Out-of-range conf value: guard_sample:1073741825\n");
+    CHECK(parse("guard_sample:-1") == 1);
+    EXPECT_OUT("<sunmao>: Out-of-range conf value: guard_sample:-1\n");
+
     static const char *const decays[] = { "dirty_decay_ms", "muzzy_decay_ms" };
     for (int k = 0; k < 2; k++) {
         int64_t *field = k ? &conf.muzzy_decay_ms : &conf.dirty_decay_ms;

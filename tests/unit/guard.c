@@ -660,6 +660,52 @@ static void *sample_one_in_four(void *arg)
     return places >= 2 ? NULL : (void *)3;
 }
 
+/* guard_sample (SUNMAO_CONF) sets the run length of every guard layer of the composition at run
+ * time: g1, compiled to sample every request, with guard_sample:4 samples exactly one of each 4 of
+ * a fresh thread's requests, and none with guard_sample:0. */
+static void *conf_rate_thread(void *arg)
+{
+    unsigned long *served = (unsigned long *)arg, runs_bad = 0;
+    unsigned in_run = 0;
+    for (unsigned i = 0; i < 4000; i++) {
+        char *p = GALLOC(g1, 40, SM_MIN_ALIGN, 0);
+        if (!p)
+            return (void *)1;
+        memset(p, 0x3c, 40);
+        if (g1_guard_owns(p)) {
+            in_run++;
+            (*served)++;
+        }
+        GFREE(g1, p);
+        if (i % 4 == 3) {
+            runs_bad += in_run != 1;
+            in_run = 0;
+        }
+    }
+    served[1] = runs_bad;
+    return NULL;
+}
+static void guard_sample_sets_the_rate_at_run_time(void)
+{
+    unsigned long four[2] = { 0, 0 }, off[2] = { 0, 0 };
+    void *r1, *r2;
+    pthread_t t;
+    sm_conf.guard_sample = 4;
+    pthread_create(&t, NULL, conf_rate_thread, four);
+    pthread_join(t, &r1);
+    sm_conf.guard_sample = 0;
+    pthread_create(&t, NULL, conf_rate_thread, off);
+    pthread_join(t, &r2);
+    sm_conf.guard_sample = SM_CONF_DEFAULT;
+    CHECKF(r1 == NULL && four[0] == 1000 && four[1] == 0, "guard_sample:4: %lu of 4000 served, %lu runs without exactly one",
+           four[0], four[1]);
+    CHECKF(r2 == NULL && off[0] == 0, "guard_sample:0: %lu of 4000 served", off[0]);
+    char *p = GALLOC(g1, 40, SM_MIN_ALIGN, 0); /* the compiled rate again: every request */
+    CHECK(g1_guard_owns(p));
+    GFREE(g1, p);
+    CHECK(err_total() == 0);
+}
+
 static void unsampled_requests_go_down_three_in_four(void)
 {
     unsigned long sampled = 0, allocs = fk4_obj.allocs;
@@ -983,6 +1029,7 @@ int main(void)
     RUN_CASE(getmeta_and_resize);
     RUN_CASE(requests_pass_down_when_the_pool_is_used_up);
     RUN_CASE(unsampled_requests_go_down_three_in_four);
+    RUN_CASE(guard_sample_sets_the_rate_at_run_time);
     RUN_CASE(hit_paths_sample_exactly_one_in_four);
     RUN_CASE(hit_paths_every_request);
     RUN_CASE(threads_share_the_pool);

@@ -77,6 +77,7 @@ typedef struct sm_conf {
     bool prof_final;             /* dump at exit */
     bool prof_leak;              /* leak summary at exit */
     unsigned prof_format;        /* SM_CONF_PROF_FORMAT_* */
+    int64_t guard_sample;        /* guard layers: one eligible request in this many per thread; 0 off */
     bool abort_conf;             /* an invalid pair is fatal */
     bool confirm_conf;           /* print each source and accepted pair */
     /* Derived by sm_conf_init from the keys above (no key of their own): */
@@ -93,7 +94,8 @@ typedef struct sm_conf {
         .background_thread = true, .thp = SM_CONF_THP_DEFAULT, .retain = true, .prof = false,          \
         .prof_active = true, .prof_prefix = "sunmao", .lg_prof_sample = 19, .lg_prof_interval = -1,    \
         .prof_gdump = false, .prof_final = false, .prof_leak = false,                                  \
-        .prof_format = SM_CONF_PROF_FORMAT_LEGACY, .abort_conf = false, .confirm_conf = false,         \
+        .prof_format = SM_CONF_PROF_FORMAT_LEGACY, .guard_sample = SM_CONF_DEFAULT,                    \
+        .abort_conf = false, .confirm_conf = false,                                                    \
         .tcache_on = true, .fill = 0,                                                                  \
     }
 
@@ -252,6 +254,7 @@ static const sm_conf_key_t sm_conf_keys[] = {
     SM_CONF_BOOL_KEY(prof_final),
     SM_CONF_BOOL_KEY(prof_leak),
     SM_CONF_CHOICE_KEY(prof_format, "legacy", "jemalloc"),
+    { "guard_sample", SM_CONF_K_INT, true, offsetof(sm_conf_t, guard_sample), 0, 0, (int64_t)1 << 30, { 0 } },
     SM_CONF_BOOL_KEY(abort_conf),
     SM_CONF_BOOL_KEY(confirm_conf),
 };

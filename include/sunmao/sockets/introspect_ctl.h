@@ -187,6 +187,7 @@ SM_CTL_OPT(prof_gdump, b, sm_conf.prof_gdump)
 SM_CTL_OPT(prof_final, b, sm_conf.prof_final)
 SM_CTL_OPT(prof_leak, b, sm_conf.prof_leak)
 SM_CTL_OPT(prof_format, s, sm_conf.prof_format == SM_CONF_PROF_FORMAT_JEMALLOC ? "jemalloc" : "legacy")
+SM_CTL_OPT(guard_sample, i64, sm_conf.guard_sample)
 SM_CTL_OPT(abort_conf, b, sm_conf.abort_conf)
 SM_CTL_OPT(confirm_conf, b, sm_conf.confirm_conf)
 #undef SM_CTL_OPT
@@ -267,6 +268,7 @@ static const sm_ctl_t sm_ctl_table[] = {
     SM_CTL_OPT_ROW(prof_final, SM_CTL_BOOL),
     SM_CTL_OPT_ROW(prof_leak, SM_CTL_BOOL),
     SM_CTL_OPT_ROW(prof_format, SM_CTL_STR),
+    SM_CTL_OPT_ROW(guard_sample, SM_CTL_I64),
     SM_CTL_OPT_ROW(abort_conf, SM_CTL_BOOL),
     SM_CTL_OPT_ROW(confirm_conf, SM_CTL_BOOL),
 };

@@ -11,7 +11,8 @@
  * Options:
  *   SM_OPT_SAMPLE_EVERY  one eligible request in this many, per thread, is served from the pool
  *                        (default 5000; 1: every request that fits). Exactly one in each run of
- *                        this many a thread makes, at a random place in the run
+ *                        this many a thread makes, at a random place in the run. SUNMAO_CONF's
+ *                        guard_sample overrides it at run time (0: no sampling; core/conf.h)
  *   SM_OPT_SLOTS         blocks the pool holds, live and freed (default 64)
  *   SM_OPT_MAX_SIZE      largest request sampled, in bytes (default 4096; each slot has this
  *                        rounded up to pages)
@@ -55,6 +56,7 @@
  * @check: SM_LAYER=t <sunmao/policies/sync/mutex.h> SM_SYNC=mutex <sunmao/policies/err/warn.h> SM_ERR=warn
  * @check-next: fake */
 #include "../../core/bits.h"
+#include "../../core/conf.h"
 #include "../../core/errors.h"
 #include "../../core/layer.h"
 #include "../../core/msg.h"
@@ -84,7 +86,7 @@
 #define SM_OPT_MAX_SIZE 4096
 #endif
 _Static_assert((SM_OPT_SAMPLE_EVERY) >= 1 && (SM_OPT_SAMPLE_EVERY) <= (1 << 30), "guard: SM_OPT_SAMPLE_EVERY must be 1..2^30");
-_Static_assert((SM_OPT_SLOTS) >= 1 && (SM_OPT_SLOTS) <= 4096, "guard: SM_OPT_SLOTS must be 1..4096 (each slot splits the pool's mapping twice)");
+_Static_assert((SM_OPT_SLOTS) >= 1 && (SM_OPT_SLOTS) <= 4096, "guard: SM_OPT_SLOTS must be 1..4096 (each slot is two of the kernel's mappings)");
 _Static_assert((SM_OPT_MAX_SIZE) >= 1 && (SM_OPT_MAX_SIZE) <= (1 << 20), "guard: SM_OPT_MAX_SIZE must be 1..1 MiB");
 
 enum {
@@ -226,22 +228,33 @@ SM_SLOWPATH void SM_FN(setup)(void)
 
 /* ---- allocation ---- */
 
-/* A place in a run of SAMPLE_EVERY, uniform (multiply and shift: no division). A hash of the
- * secret, the thread, its previous place and the cycle counter rather than a generator: samples
- * are rare, and a generator's state would not fit the thread's word. */
-SM_INLINE unsigned SM_FN(place)(void)
+/* The run length in force: SUNMAO_CONF's guard_sample, else the compiled one; 0: no sampling.
+ * Read by the slow path only (the configuration is read before the first request). */
+SM_INLINE uint32_t SM_FN(every)(void)
+{
+    int64_t v = sm_conf.guard_sample;
+    return v == SM_CONF_DEFAULT ? (uint32_t)(SM_OPT_SAMPLE_EVERY) : (uint32_t)v;
+}
+
+/* A place in a run of `every`, uniform (multiply and shift: no division). A hash of the secret,
+ * the thread, its previous place and the cycle counter rather than a generator: samples are rare,
+ * and a generator's state would not fit the thread's word. */
+SM_INLINE unsigned SM_FN(place)(uint32_t every)
 {
     uint64_t x = sm_mix64(sm_secret() ^ (uintptr_t)&SM_FN(tls) ^ ((uint64_t)SM_FN(tls).pos << 32) ^ sm_plat_cycles());
-    return (unsigned)(((x & 0xffffffffu) * (uint64_t)(SM_OPT_SAMPLE_EVERY)) >> 32);
+    return (unsigned)(((x & 0xffffffffu) * (uint64_t)every) >> 32);
 }
 
 /* True if this eligible request is the sampled one of its run; sets the skip count to the next. */
 SM_INLINE bool SM_FN(schedule)(void)
 {
-    if (SM_OPT_SAMPLE_EVERY == 1)
-        return true;
+    uint32_t every = SM_FN(every)();
+    if (every <= 1) { /* off (the countdown's whole range before the next look), or every request */
+        SM_FN(tls).skip = every ? 0 : INT32_MAX;
+        return every == 1;
+    }
     if (sm_unlikely(!SM_FN(tls).ready)) { /* this request is place 0 of the thread's first run */
-        unsigned first = SM_FN(place)();
+        unsigned first = SM_FN(place)(every);
         SM_FN(tls).ready = 1;
         SM_FN(tls).pos = first;
         if (first) {
@@ -249,8 +262,9 @@ SM_INLINE bool SM_FN(schedule)(void)
             return false;
         }
     }
-    unsigned next = SM_FN(place)(); /* what is left of this run, then the next run up to its place */
-    SM_FN(tls).skip = (int32_t)((int64_t)(SM_OPT_SAMPLE_EVERY) - 1 - SM_FN(tls).pos + next);
+    unsigned next = SM_FN(place)(every); /* what is left of this run, then the next run up to its place */
+    int64_t skip = (int64_t)every - 1 - SM_FN(tls).pos + next; /* below 0 after a shorter run was set */
+    SM_FN(tls).skip = (int32_t)(skip < 0 ? 0 : skip);
     SM_FN(tls).pos = next;
     return true;
 }
@@ -345,7 +359,7 @@ SM_SLOWPATH void *SM_FN(sample)(sm_mctx_t *c)
 }
 
 /* The request counts (it fits the pool) and the countdown reached it. */
-#define SM_GUARD_COUNT(size) ((size) <= (size_t)(SM_OPT_MAX_SIZE) && (SM_OPT_SAMPLE_EVERY == 1 || sm_unlikely(--SM_FN(tls).skip < 0)))
+#define SM_GUARD_COUNT(size) ((size) <= (size_t)(SM_OPT_MAX_SIZE) && sm_unlikely(--SM_FN(tls).skip < 0))
 
 SM_INLINE void *SM_FN(alloc)(sm_mctx_t *c)
 {
@@ -377,7 +391,7 @@ SM_INLINE void *SM_FN(alloc_miss)(sm_mctx_t *c)
         return SM_FN(alloc)(c);
     bool counted = c->align <= SM_MIN_ALIGN;
     if (c->size <= (size_t)(SM_OPT_MAX_SIZE) &&
-        (SM_OPT_SAMPLE_EVERY == 1 || sm_unlikely(counted ? SM_FN(tls).skip < 0 : --SM_FN(tls).skip < 0))) {
+        sm_unlikely(counted ? SM_FN(tls).skip < 0 : --SM_FN(tls).skip < 0)) {
         void *p = SM_FN(sample)(c); /* resets the countdown, whatever it answers */
         if (p)
             return p;

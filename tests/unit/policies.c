@@ -2,6 +2,7 @@
  * policies, the size_handle slot, the diagnostics formatter and the page map. */
 #include <signal.h>
 #include <stdint.h>
+#include <stdlib.h>
 #include <sys/wait.h>
 #include <unistd.h>
 #include <sunmao/core/layer.h>
@@ -73,6 +74,35 @@ static void chksum_magic_is_fixed_and_keyed(void)
     sm_secret_seed(42);
     CHECK(m != sm_chksum_magic_compute(a, 1));
     sm_secret_seed(old_secret);
+}
+
+/* covers_size says whether a policy's word tells sizes apart (tail_chksum then mixes no hash of
+ * the size in itself): for xor and crc32c, 2^17 headers' worth of sizes and flags on one block give
+ * 2^17 distinct words; magic declares 0 and ignores the size. */
+static int cmp_u64(const void *a, const void *b)
+{
+    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+    return x < y ? -1 : x > y;
+}
+static void chksum_covers_size_is_honest(void)
+{
+    enum { N = 1 << 17 };
+    static uint64_t w[2][N];
+    char block[64];
+    for (size_t i = 0; i < N; i++) {
+        size_t info = (i >> 1) << 8 | (i & 1) << 6 | 4; /* tail_chksum's header: n << 8 | flags | log2(16) */
+        w[0][i] = sm_chksum_xor_compute(block, info);
+        w[1][i] = sm_chksum_crc32c_compute(block, info);
+    }
+    CHECK(sm_chksum_xor_covers_size == 1 && sm_chksum_crc32c_covers_size == 1 && sm_chksum_magic_covers_size == 0);
+    for (int k = 0; k < 2; k++) {
+        qsort(w[k], N, sizeof w[k][0], cmp_u64);
+        size_t same = 0;
+        for (size_t i = 1; i < N; i++)
+            same += w[k][i] == w[k][i - 1];
+        CHECKF(same == 0, "%s: %zu sizes share a word with another", k ? "crc32c" : "xor", same);
+    }
+    CHECK(sm_chksum_magic_compute(block, 48) == sm_chksum_magic_compute(block, 4096));
 }
 
 /* crc32c: the standard check values (RFC 3720's iSCSI vectors among them) on both paths, chaining,
@@ -335,6 +365,7 @@ int main(void)
     RUN_CASE(sync_none_runs_inline);
     RUN_CASE(chksum_xor_detects_changes);
     RUN_CASE(chksum_magic_is_fixed_and_keyed);
+    RUN_CASE(chksum_covers_size_is_honest);
     RUN_CASE(chksum_crc32c_values);
     RUN_CASE(chksum_crc32c_paths_agree);
     RUN_CASE(chksum_crc32c_detects_changes);

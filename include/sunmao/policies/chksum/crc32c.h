@@ -27,6 +27,8 @@
 #include "../../core/secret.h"
 
 typedef uint64_t sm_chksum_crc32c_t;
+/* The size is CRC input (both halves): another size is another word but for a 2^-64 chance. */
+enum { sm_chksum_crc32c_covers_size = 1 };
 
 /* The reflected CRC-32C register update, no pre- or post-inversion (what the instruction does). */
 SM_INLINE uint32_t sm_chksum_crc32c_u8_sw(uint32_t crc, uint8_t b)

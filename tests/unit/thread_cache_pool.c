@@ -74,12 +74,20 @@ static void churn(void)
     free(p);
 }
 
-/* After its own slow-path event a cache fits its budget, and its lists fit its capacity. */
+/* After its own slow-path event a cache fits its budget, and its lists fit its capacity. Another
+ * thread may steal from the budget between the event and these reads (a theft only lowers it, and
+ * the victim trims on its next event), so a cache passes if it fits after any of a few events in a
+ * row; one whose events do not trim fails them all. */
 static bool cache_fits(void)
 {
     struct tpool_cache *c = tpool_tls;
-    tpool_event(c);
-    return c->capacity <= tpool_budget_now(c) && t_cached_bytes() <= c->capacity && tpool_budget_now(c) <= PER_THREAD;
+    for (unsigned tries = 0; tries < 64; tries++) {
+        tpool_event(c);
+        size_t budget = tpool_budget_now(c);
+        if (c->capacity <= budget && t_cached_bytes() <= c->capacity && budget <= PER_THREAD)
+            return true;
+    }
+    return false;
 }
 
 static atomic_int monitor_stop, books_bad;

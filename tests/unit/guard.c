@@ -100,6 +100,7 @@ struct hit_calls { unsigned long alloc_hit, alloc_hit_got, alloc_miss, free_hit,
     static inline void L##_meta_free(sm_mctx_t *c) { N##_meta_free(c); }                              \
     static inline bool L##_getmeta(sm_mctx_t *c) { return N##_getmeta(c); }                          \
     static inline bool L##_resize(sm_mctx_t *c, size_t n) { return N##_resize(c, n); }                \
+    static inline bool L##_move(sm_mctx_t *c, size_t n) { return N##_move(c, n); }                  \
     static inline bool L##_purge(sm_mctx_t *c) { return N##_purge(c); }                              \
     static inline void L##_release(sm_release_t *r) { N##_release(r); }                               \
     static inline void L##_thread_exit(void) { N##_thread_exit(); }                                   \
@@ -163,9 +164,52 @@ COUNTING_LAYER(hce, tce)
 #define SM_OPT_SLOTS 8
 #include <sunmao/layers/addon/guard.h>
 
-/* HIT where the next layer has it, and nothing else; nothing over the fake. */
+/* mv: the fake with a move (capability MOVE), as mmap_heap's remap gives one to a large block:
+ * the block's contents at a new address, the old one given back; counts the moves. */
+#define SM_LAYER fkm
+#include "tests/support/fake_next.h"
+static unsigned long mv_moves;
+enum { mv_thread_safe = fkm_thread_safe, mv_min_align = fkm_min_align, mv_zeroed = fkm_zeroed };
+static inline int mv_create(void) { return fkm_create(); }
+static inline void *mv_alloc(sm_mctx_t *c) { return fkm_alloc(c); }
+static inline void mv_free(sm_mctx_t *c) { fkm_free(c); }
+static inline bool mv_getmeta(sm_mctx_t *c) { return fkm_getmeta(c); }
+static inline bool mv_resize(sm_mctx_t *c, size_t n) { return fkm_resize(c, n); }
+static inline bool mv_move(sm_mctx_t *c, size_t n)
+{
+    sm_mctx_t old = sm_mctx_block(c->ptr, 0, 0), fresh = sm_mctx_alloc(n, SM_MIN_ALIGN, 0);
+    void *q;
+    if (!fkm_getmeta(&old) || !(q = fkm_alloc(&fresh)))
+        return false;
+    memcpy(q, c->ptr, old.usable < n ? old.usable : n);
+    fkm_free(&old);
+    c->ptr = q;
+    mv_moves++;
+    return true;
+}
+static inline bool mv_purge(sm_mctx_t *c) { return fkm_purge(c); }
+static inline void mv_release(sm_release_t *r) { fkm_release(r); }
+static inline void mv_thread_exit(void) { fkm_thread_exit(); }
+static inline void mv_fork_prepare(void) { fkm_fork_prepare(); }
+static inline void mv_fork_parent(void) { fkm_fork_parent(); }
+static inline void mv_fork_child(void) { fkm_fork_child(); }
+#define SM_LAYER mv
+#define SM_NEXT fkm
+#define SM_LAYER_OFFERS SM_CAP_MOVE
+#include <sunmao/core/layer_end.h>
+#define SM_LAYER gm
+#define SM_NEXT mv
+#define SM_SYNC mutex
+#define SM_ERR callback
+#define SM_OPT_SAMPLE_EVERY 1
+#define SM_OPT_SLOTS 4
+#include <sunmao/layers/addon/guard.h>
+
+/* HIT and MOVE where the next layer has them, and nothing else; nothing over the fake. */
 _Static_assert((tch_caps & SM_CAP_HIT) && (int)hch_caps == (int)tch_caps, "the thread cache offers HIT");
-_Static_assert(gh_caps == SM_CAP_HIT && ge_caps == SM_CAP_HIT, "guard over a thread cache offers HIT only");
+_Static_assert((int)gh_caps == (int)(tch_caps & (SM_CAP_HIT | SM_CAP_MOVE)) && (int)ge_caps == (int)gh_caps,
+               "guard over a thread cache offers HIT, and MOVE if the cache does, only");
+_Static_assert(gm_caps == SM_CAP_MOVE, "guard over a layer that moves blocks offers MOVE");
 _Static_assert(g1_caps == 0 && g4_caps == 0, "guard over the fake offers nothing");
 
 /* Address and thread sanitizers install a SIGSEGV handler of their own before main. */
@@ -604,6 +648,33 @@ static void getmeta_and_resize(void)
     CHECK(fk_obj.bad_frees == 0 && fk_obj.live_blocks == 0);
 }
 
+/* realloc's move of a large growth: a pool block stays in its slot (the socket copies it out); any
+ * other block goes to the next layer, which moves it with its contents. */
+static void move_passes_down_all_but_pool_blocks(void)
+{
+    err_reset();
+    char *p = GALLOC(gm, 100, SM_MIN_ALIGN, 0);
+    check_fill(p, 100, 7);
+    sm_mctx_t c = sm_mctx_block(p, 0, 0);
+    CHECK(gm_guard_owns(p) && !gm_move(&c, 20000) && c.ptr == p && mv_moves == 0);
+    CHECK(check_verify(p, 100, 7));
+    GFREE(gm, p);
+    unsigned char *big = GALLOC(gm, 5000, SM_MIN_ALIGN, 0), *moved;
+    for (size_t i = 0; i < 5000; i++) /* check_fill's pattern follows the address: not this one */
+        big[i] = (unsigned char)(i * 13 + i / 256);
+    c = sm_mctx_block(big, 0, 0);
+    CHECK(!gm_guard_owns(big) && gm_move(&c, 20000) && c.ptr != big && mv_moves == 1);
+    moved = c.ptr;
+    size_t same = 0;
+    for (size_t i = 0; i < 5000; i++)
+        same += moved[i] == (unsigned char)(i * 13 + i / 256);
+    CHECKF(same == 5000, "%zu of 5000 bytes came along", same);
+    sm_mctx_t m = sm_mctx_block(c.ptr, 0, 0);
+    CHECK(gm_getmeta(&m) && m.usable == 20000);
+    GFREE(gm, c.ptr);
+    CHECK(err_total() == 0 && fkm_obj.bad_frees == 0 && fkm_obj.live_blocks == 0);
+}
+
 static void requests_pass_down_when_the_pool_is_used_up(void)
 {
     unsigned long allocs = fk_obj.allocs, frees = fk_obj.frees;
@@ -1013,7 +1084,7 @@ int main(void)
         return 1;
     RUN_CASE(hit_paths_miss_before_create); /* first: before gh's and ge's create */
     CHECK(g1_create() == 0 && g3_create() == 0 && g4_create() == 0 && gc_create() == 0);
-    CHECK(gh_create() == 0 && ge_create() == 0);
+    CHECK(gh_create() == 0 && ge_create() == 0 && gm_create() == 0);
     RUN_CASE(prior_handler_sees_the_fault_after_the_report);
     RUN_CASE(faults_outside_the_pool_go_to_the_prior_handler);
     RUN_CASE(blocks_end_at_the_guard_page);
@@ -1027,6 +1098,7 @@ int main(void)
     RUN_CASE(overflow_into_the_slack_is_reported_at_free);
     RUN_CASE(double_and_interior_frees_are_reported_once);
     RUN_CASE(getmeta_and_resize);
+    RUN_CASE(move_passes_down_all_but_pool_blocks);
     RUN_CASE(requests_pass_down_when_the_pool_is_used_up);
     RUN_CASE(unsampled_requests_go_down_three_in_four);
     RUN_CASE(guard_sample_sets_the_rate_at_run_time);

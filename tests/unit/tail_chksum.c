@@ -135,12 +135,37 @@ static inline bool pad_resize(sm_mctx_t *c, size_t n)
     pthread_mutex_unlock(&pad_lock);
     return ok;
 }
+/* The pages of a block, moved (as mmap_heap's remap moves a large block's): a new block of n, the
+ * old one's bytes copied, the old one given back. */
+static int pad_no_move;       /* 1: every move is refused */
+static unsigned long pad_moves;
+static inline bool pad_move(sm_mctx_t *c, size_t n)
+{
+    pthread_mutex_lock(&pad_lock);
+    long i = pad_find(c->ptr);
+    struct pad_block old = i >= 0 ? pad_blocks[i] : (struct pad_block){ 0 };
+    if (i >= 0 && !pad_no_move)
+        pad_blocks[i] = pad_blocks[--pad_n];
+    pthread_mutex_unlock(&pad_lock);
+    if (i < 0 || pad_no_move)
+        return false;
+    sm_mctx_t a = sm_mctx_alloc(n, 16, 0);
+    char *q = pad_alloc(&a);
+    if (!q)
+        return false;
+    memcpy(q, old.p, old.cap + PAD_REDZONE < pad_up(n) ? old.cap + PAD_REDZONE : pad_up(n));
+    pad_give_back(old.raw);
+    c->ptr = q;
+    pad_moves++;
+    return true;
+}
 static inline bool pad_purge(sm_mctx_t *c) { return fk_purge(c); }
 static inline void pad_release(sm_release_t *r) { fk_release(r); }
 static inline void pad_thread_exit(void) { fk_thread_exit(); }
 static inline void pad_fork_prepare(void) { fk_fork_prepare(); }
 static inline void pad_fork_parent(void) { fk_fork_parent(); }
 static inline void pad_fork_child(void) { fk_fork_child(); }
+#define SM_LAYER_OFFERS SM_CAP_MOVE
 #include <sunmao/core/layer_end.h>
 
 /* The test gives a block the layer kept (leaked) back itself: the block below starts `off` before. */
@@ -283,7 +308,8 @@ static void hc_flush(void)
 #include <sunmao/layers/addon/tail_chksum.h>
 
 _Static_assert(t_crc_thread_safe == 1 && t_crc_min_align == 16 && t_crc_zeroed == 0, "properties");
-_Static_assert(t_crc_caps == 0 && t_hit_caps == SM_CAP_HIT, "tail_chksum offers HIT where its next layer does");
+_Static_assert(t_crc_caps == SM_CAP_MOVE && t_hit_caps == SM_CAP_HIT,
+               "tail_chksum offers HIT and MOVE where its next layer does");
 
 /* The last report's detail, besides the counts. */
 static char last_detail[256];
@@ -302,8 +328,9 @@ struct layer {
     void (*free)(sm_mctx_t *);
     bool (*getmeta)(sm_mctx_t *);
     bool (*resize)(sm_mctx_t *, size_t);
+    bool (*move)(sm_mctx_t *, size_t);
 };
-#define LAYER(L) { #L, L##_alloc, L##_free, L##_getmeta, L##_resize }
+#define LAYER(L) { #L, L##_alloc, L##_free, L##_getmeta, L##_resize, L##_move }
 static const struct layer layers[] = { LAYER(t_magic), LAYER(t_xor), LAYER(t_crc) };
 static const struct layer lazy = LAYER(t_lazy);
 static const struct layer *cur;
@@ -332,6 +359,14 @@ static bool resize(const struct layer *l, void *p, size_t n)
 {
     sm_mctx_t c = sm_mctx_block(p, 0, 0);
     return l->resize(&c, n);
+}
+/* The block p moved to n bytes by the layer's move, or NULL if it was not moved. */
+static void *move(const struct layer *l, void *p, size_t n)
+{
+    sm_mctx_t c = sm_mctx_block(p, 0, 0);
+    bool moved = l->move(&c, n);
+    CHECKF(moved ? c.ptr != p : c.ptr == p, "%s: move answered %d but the pointer says otherwise", l->name, moved);
+    return moved ? c.ptr : NULL;
 }
 /* Writes k bytes past the end of block p of n bytes, each different from what was there. */
 static void overflow(void *p, size_t n, size_t k, unsigned seed)
@@ -370,6 +405,7 @@ static void reset(size_t round)
     pad_kept = 0;
     pad_page_end = 0;
     pad_no_resize = 0;
+    pad_no_move = 0;
     forget_all();
     /* The layers remember the last blocks found with a damaged header, which stay leaked for good
      * in a program; a test gives them back itself, and their addresses come round again. */
@@ -612,6 +648,57 @@ static void resize_moves_the_tail(void)
 
 /* calloc: the socket clears the user's bytes unless the block below is fresh; either way they are
  * zero and the words past them are intact. */
+/* realloc's move of a large growth: the next layer moves the pages, and the block is sealed again
+ * at its new address (the check values depend on it): its contents, size and tail hold there, a
+ * later overflow is caught, and it is freed unsized. A damaged block is not moved, and reported
+ * once; a block the next layer cannot move stays as it was. */
+static void move_seals_the_block_where_it_lands(void)
+{
+    reset(64);
+    pad_moves = 0;
+    size_t live = fk_obj.live_blocks;
+    unsigned char *p = get(cur, 100, 16, 0);
+    for (size_t i = 0; i < 100; i++) /* check_fill's pattern follows the address: not this one */
+        p[i] = (unsigned char)(i * 7 + 3);
+    unsigned char *q = move(cur, p, 3000);
+    CHECKF(q && pad_moves == 1 && usable(cur, q) == 3000, "%s: moved %p, %lu moves", cur->name, (void *)q, pad_moves);
+    if (!q)
+        return;
+    size_t same = 0;
+    for (size_t i = 0; i < 100; i++)
+        same += q[i] == (unsigned char)(i * 7 + 3);
+    CHECKF(same == 100, "%zu of 100 bytes came along", same);
+    check_fill(q, 3000, 4);
+    CHECK(resize(cur, q, 3000) && check_verify(q, 3000, 4));
+    put(cur, q);
+    CHECKF(err_total() == 0 && pad_last_unsized, "%lu reports ('%s'), freed sized %zu", err_total(), last_detail, pad_last_sized);
+    CHECK(fk_obj.live_blocks == live);
+
+    q = move(cur, get(cur, 200, 16, 0), 5000);
+    overflow(q, 5000, 1, 9);
+    put(cur, q);
+    CHECKF(err_counts[SM_ERR_CORRUPTION] == 1 && strstr(last_detail, "block of 5000 bytes") != NULL,
+           "an overflow past the moved end: '%s'", last_detail);
+    pad_drop(q, 16);
+
+    err_reset();
+    p = get(cur, 100, 16, 0);
+    overflow(p, 100, 1, 5);
+    CHECK(move(cur, p, 3000) == NULL && pad_moves == 2);
+    CHECKF(err_counts[SM_ERR_CORRUPTION] == 1 && err_total() == 1, "damaged: %lu reports ('%s')", err_total(), last_detail);
+    put(cur, p); /* reported already: leaked, silently */
+    CHECK(err_total() == 1);
+    pad_drop(p, 16);
+
+    err_reset();
+    pad_no_move = 1;
+    p = get(cur, 100, 16, 0);
+    check_fill(p, 100, 6);
+    CHECK(move(cur, p, 3000) == NULL && usable(cur, p) == 100 && check_verify(p, 100, 6));
+    put(cur, p);
+    CHECK(err_total() == 0 && fk_obj.live_blocks == live);
+}
+
 static void calloc_stays_zero(void)
 {
     for (int fresh = 0; fresh < 2; fresh++) {
@@ -996,6 +1083,7 @@ int main(void)
     RUN_ALL(underflow_reported_once);
     RUN_ALL(overflow_detected_by_realloc);
     RUN_ALL(resize_moves_the_tail);
+    RUN_ALL(move_seals_the_block_where_it_lands);
     RUN_ALL(calloc_stays_zero);
     RUN_ALL(bad_frees_go_down);
     RUN_ALL(double_frees);

@@ -68,9 +68,10 @@
  *                                                      usable bytes at another address by moving its
  *                                                      pages (its contents come along; c->ptr
  *                                                      updated); false: unchanged, the caller copies
- *     A layer that keeps state by a live block's address (a profile's sample, a guard, a checksum
- *     past the end) does not offer it for its own blocks; a layer that passes other blocks on
- *     forwards the call for them. Only a layer that owns the block's mapping moves it.
+ *     A layer that keeps state by a live block's address (a profile's sample, a guard page) does
+ *     not offer it for its own blocks, or writes that state again at the new address (a checksum
+ *     past the end); a layer that passes other blocks on forwards the call for them. Only a layer
+ *     that owns the block's mapping moves it.
  *   SM_CAP_STABLE   type-stable memory, no functions: a block of at most L_stable_max bytes that
  *                   the layer served stays mapped and readable after it is freed, for the life of
  *                   the process (reused or purged, never unmapped). What a lock-free structure

@@ -19,7 +19,8 @@
  * Properties: thread_safe when the sync policy and the next layer are; min_align of the next layer
  * (pool blocks are aligned to at least it); zeroed 0 (a reused slot holds old data: SM_F_ZERO is
  * honoured, and answered with SM_F_FRESH). Capabilities: needs none; offers HIT when the next layer
- * does (a thread cache: the socket keeps its inlined hit paths), nothing else. alloc_hit counts
+ * does (a thread cache: the socket keeps its inlined hit paths), and MOVE for the next layer's
+ * blocks when it has it (a pool block is copied), nothing else. alloc_hit counts
  * the request and misses for the one to sample, which alloc_miss then serves from the pool (an
  * aligned request, whose hit is not tried, is counted there); free_hit misses for a pool pointer.
  * Static TLS: one 8-byte initial-exec word per instance, a thread's whole sampling state (its
@@ -546,6 +547,9 @@ SM_INLINE bool SM_FN(resize)(sm_mctx_t *c, size_t n)
     return SM_NEXT_FN(resize)(c, n);
 }
 
+/* A pool block stays in its slot (the socket copies it out); any other is the next layer's to move. */
+SM_INLINE bool SM_FN(move)(sm_mctx_t *c, size_t n) { return !SM_FN(guard_owns)(c->ptr) && SM_NEXT_FN(move)(c, n); }
+
 SM_INLINE bool SM_FN(purge)(sm_mctx_t *c)
 {
     if (sm_unlikely(SM_FN(guard_owns)(c->ptr)))
@@ -641,9 +645,9 @@ SM_SLOWPATH bool SM_FN(on_fault)(void *addr)
 }
 
 /* HIT's functions are defined above (forwarding the next layer's, or missing without it); the
- * instance offers HIT only where its next layer does, and no other capability. */
-#define SM_LAYER_OFFERS SM_CAP_HIT
-#define SM_LAYER_CAPS   (SM_CAPS(SM_NEXT) & SM_CAP_HIT)
+ * instance offers HIT and MOVE only where its next layer does, and no other capability. */
+#define SM_LAYER_OFFERS (SM_CAP_HIT | SM_CAP_MOVE)
+#define SM_LAYER_CAPS   (SM_CAPS(SM_NEXT) & (SM_CAP_HIT | SM_CAP_MOVE))
 
 /* Pool blocks are this layer's own (its mapping, not the next layer's), counted under the pool's
  * lock; every other block passes through unchanged and is counted where it lives, so the hit

@@ -12,7 +12,8 @@
  *                         that stays in place goes unnoticed
  * Properties: thread_safe of the next layer, min_align 16 (larger alignments asked with c->align
  * are served), zeroed 0. Capabilities: needs none; offers HIT when the next layer does (a thread
- * cache): its hit paths wrap the next layer's, so the socket keeps its inlined fast paths. Place it
+ * cache): its hit paths wrap the next layer's, so the socket keeps its inlined fast paths; and MOVE
+ * when the next layer does: its pages move, and the block is sealed again where it lands. Place it
  * directly under the socket, where it sees every request: below a thread cache it would see only
  * the cache's refills and flushes, and the frees it checks would come long after the overflow.
  *
@@ -502,6 +503,28 @@ SM_INLINE bool SM_FN(resize)(sm_mctx_t *c, size_t want)
     return true;
 }
 
+/* The socket's move of a large growth (capability MOVE): the next layer moves the block's pages,
+ * then the block is sealed at its new address, since the check values depend on it. A block that
+ * does not verify stays where it is (the socket copies it; its free reports it, as resize's). */
+SM_INLINE bool SM_FN(move)(sm_mctx_t *c, size_t want)
+{
+    char *p = (char *)c->ptr;
+    uint64_t info, k;
+    size_t n;
+    if ((uint64_t)want > SM_TAILCK_MAX_SIZE)
+        return false;
+    if (!SM_FN(intact)(p, SM_OPT_CHECK_REALLOC, &info, &k) && SM_FN(held)(p, "realloc", &info, &n) != SM_FN(s_live))
+        return false;
+    unsigned alog = SM_FN(info_alog)(info);
+    sm_mctx_t r = sm_mctx_block(p - ((size_t)1 << alog), 0, 0);
+    if (!SM_NEXT_FN(move)(&r, SM_FN(footprint)(want, alog)))
+        return false;
+    p = (char *)r.ptr + ((size_t)1 << alog);
+    SM_FN(seal)(p, (uint64_t)want << 8 | SM_FN(resized) | alog, 0);
+    c->ptr = p;
+    return true;
+}
+
 SM_INLINE bool SM_FN(purge)(sm_mctx_t *c) { return SM_NEXT_FN(purge)(c); }
 SM_INLINE void SM_FN(release)(sm_release_t *r) { SM_NEXT_FN(release)(r); }
 SM_INLINE void SM_FN(thread_exit)(void) { SM_NEXT_FN(thread_exit)(); }
@@ -509,8 +532,8 @@ SM_INLINE void SM_FN(fork_prepare)(void) { SM_NEXT_FN(fork_prepare)(); }
 SM_INLINE void SM_FN(fork_parent)(void) { SM_NEXT_FN(fork_parent)(); }
 SM_INLINE void SM_FN(fork_child)(void) { SM_NEXT_FN(fork_child)(); }
 
-#define SM_LAYER_OFFERS SM_CAP_HIT
-#define SM_LAYER_CAPS   (SM_CAPS(SM_NEXT) & SM_CAP_HIT)
+#define SM_LAYER_OFFERS (SM_CAP_HIT | SM_CAP_MOVE)
+#define SM_LAYER_CAPS   (SM_CAPS(SM_NEXT) & (SM_CAP_HIT | SM_CAP_MOVE))
 #undef SM_OPT_CHECK_REALLOC
 /* Statistics: inexact (core/stats.h). This layer's in_use (the sizes asked, what getmeta answers)
  * differs from what it holds below (the footprint, at the next layer's usable size) by each live

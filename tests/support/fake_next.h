@@ -2,7 +2,10 @@
  * fresh blocks with 0xCD garbage so a layer that forgets to zero is caught, records every call and
  * can be told to run out of memory. Template: define SM_LAYER (no SM_NEXT) before including.
  * Live blocks are tracked in a table, so getmeta and free without a size work as the contract
- * says and a free of a block the fake never gave out is counted as a contract violation. */
+ * says and a free of a block the fake never gave out is counted as a contract violation.
+ * With FAKE_MOVE defined it also offers MOVE, as mmap_heap's remap does for a large block: a live
+ * block's contents at a new address, the old block given back (obj.moves counts them; while
+ * obj.refuse_moves is set every move is refused). */
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
@@ -20,7 +23,9 @@ static struct {
     size_t live_blocks, live_bytes;
     size_t limit_bytes;                  /* 0 = unlimited; above it alloc fails with ENOMEM */
     unsigned long allocs, frees, failed, bad_frees, creates, forks, thread_exits, purges, bad_purges, releases;
-} SM_FN(obj) = { PTHREAD_MUTEX_INITIALIZER, { { 0, 0 } }, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0 };
+    unsigned long moves;
+    bool refuse_moves;
+} SM_FN(obj) = { PTHREAD_MUTEX_INITIALIZER, { { 0, 0 } }, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, false };
 
 enum { SM_FN(thread_safe) = 1, SM_FN(min_align) = 16, SM_FN(zeroed) = 0 };
 
@@ -114,6 +119,23 @@ static inline void SM_FN(thread_exit)(void) { __atomic_add_fetch(&SM_FN(obj).thr
 static inline void SM_FN(fork_prepare)(void) { pthread_mutex_lock(&SM_FN(obj).lock); SM_FN(obj).forks++; }
 static inline void SM_FN(fork_parent)(void) { pthread_mutex_unlock(&SM_FN(obj).lock); }
 static inline void SM_FN(fork_child)(void) { pthread_mutex_init(&SM_FN(obj).lock, NULL); }
+
+#ifdef FAKE_MOVE
+static inline bool SM_FN(move)(sm_mctx_t *c, size_t n)
+{
+    sm_mctx_t old = sm_mctx_block(c->ptr, 0, 0), fresh = sm_mctx_alloc(n, SM_FN(min_align), 0);
+    void *q;
+    if (SM_FN(obj).refuse_moves || !SM_FN(getmeta)(&old) || !(q = SM_FN(alloc)(&fresh)))
+        return false;
+    memcpy(q, c->ptr, old.usable < n ? old.usable : n);
+    SM_FN(free)(&old);
+    c->ptr = q;
+    SM_FN(obj).moves++;
+    return true;
+}
+#define SM_LAYER_OFFERS SM_CAP_MOVE
+#undef FAKE_MOVE
+#endif
 
 #undef FAKE_MAX_BLOCKS
 #include <sunmao/core/layer_end.h>

@@ -8,6 +8,7 @@
  *     dx  delayed_free.h over `loose`: the fake with a getmeta that also says yes inside its blocks
  *         (and counts its calls)
  *     dh  delayed_free.h over `hitn`: the fake with hit paths (capability HIT), as a thread cache
+ *     dm  delayed_free.h over the fake with a move (capability MOVE), as mmap_heap for a large block
  * What is checked: the quarantine holds at most its size and passes blocks down oldest first (the
  * fake's live table says which blocks it still has); bypass of blocks larger than the quarantine;
  * byte accounting against the fake's; double and invalid frees (stack, interior, libc, next to
@@ -15,9 +16,9 @@
  * nothing freed twice below; a wild pointer into unmapped memory faults; writes after free into the
  * encoded link or size, words copied or written back, and into filled data, reported once when the
  * block leaves; fill round trips over many sizes and alignments, also over `loose`; calloc; resize
- * in place; the next layer's getmeta asked only where the header cannot be read directly; the hit
- * paths as the socket calls them, and blocks passed down sized only as allocated; thread exit; the
- * `fatal` policy. */
+ * in place; a move (capability MOVE) sealed again where it lands; the next layer's getmeta asked
+ * only where the header cannot be read directly; the hit paths as the socket calls them, and blocks
+ * passed down sized only as allocated; thread exit; the `fatal` policy. */
 #include <pthread.h>
 #include <signal.h>
 #include <stdlib.h>
@@ -170,7 +171,21 @@ static inline void hitn_free_miss(sm_mctx_t *c) { fk6_free(c); }
 #define SM_OPT_DELAYED_SIZE 1024
 #include <sunmao/layers/addon/delayed_free.h>
 
+/* A next layer with capability MOVE (fake_next.h's FAKE_MOVE), as mmap_heap is for a large block. */
+#define SM_LAYER fk7
+#define FAKE_MOVE 1
+#include "tests/support/fake_next.h"
+#define SM_LAYER fm7
+#include "tests/support/fake_next.h"
+#define SM_LAYER dm
+#define SM_NEXT fk7
+#define SM_META fm7
+#define SM_ERR callback
+#define SM_OPT_DELAYED_SIZE 1024
+#include <sunmao/layers/addon/delayed_free.h>
+
 _Static_assert(dq_min_align == 16 && dq_zeroed == 0 && dq_thread_safe == 1 && dq_caps == SM_CAP_HIT, "dq's properties");
+_Static_assert(dm_caps == (SM_CAP_HIT | SM_CAP_MOVE), "MOVE where the next layer has it");
 
 /* The last report, beside err_record.h's counts. */
 static char last_detail[256];
@@ -215,6 +230,7 @@ HELPERS(dp, fk3)
 HELPERS(df, fk4)
 HELPERS(dx, fk5)
 HELPERS(dh, fk6)
+HELPERS(dm, fk7)
 
 /* A free as the socket makes it over a top layer with HIT: the hit, else the miss with the context
  * (never the hit twice). True if the hit took it. */
@@ -582,6 +598,48 @@ static void resize_in_place(void)
     CHECK(fk1_obj.frees - frees0 == 1 && err_total() == 0 && fk1_obj.bad_frees == 0);
 }
 
+/* realloc's move of a large growth: the next layer moves the pages, the header among them, and the
+ * header is sealed again at the new address: the contents and the new size hold there, resize and
+ * free work there without a report, and the old block went back once. A held block, or one the
+ * next layer will not move, stays as it was. */
+static void move_seals_the_header_where_it_lands(void)
+{
+    unsigned long moves0 = fk7_obj.moves, frees0 = fk7_obj.frees;
+    size_t live0 = fk7_obj.live_blocks;
+    unsigned char *p = dm_get(100, 16);
+    for (size_t i = 0; i < 100; i++) /* check_fill's pattern follows the address: not this one */
+        p[i] = (unsigned char)(i * 7 + 3);
+    sm_mctx_t c = sm_mctx_block(p, 0, 0);
+    CHECK(dm_move(&c, 3000) && c.ptr != p && fk7_obj.moves - moves0 == 1);
+    unsigned char *q = (unsigned char *)c.ptr;
+    CHECKF(dm_usable(q) == 3000 && dm_below(q, 16) && !dm_below(p, 16), "moved: usable %zu", dm_usable(q));
+    size_t same = 0;
+    for (size_t i = 0; i < 100; i++)
+        same += q[i] == (unsigned char)(i * 7 + 3);
+    CHECKF(same == 100, "%zu of 100 bytes came along", same);
+    check_fill(q, 3000, 8);
+    sm_mctx_t r = sm_mctx_block(q, 0, 0);
+    CHECK(dm_resize(&r, 2000) && dm_usable(q) == 2000 && check_verify(q, 2000, 8));
+    dm_put(q); /* larger than the quarantine: down at once */
+    CHECKF(err_total() == 0 && !dm_below(q, 16), "%lu reports ('%s')", err_total(), last_detail);
+
+    unsigned char *h = dm_get(50, 16);
+    dm_put(h); /* held */
+    sm_mctx_t hc = sm_mctx_block(h, 0, 0);
+    CHECK(!dm_move(&hc, 5000) && hc.ptr == h && fk7_obj.moves - moves0 == 1 && dm_quarantine_blocks() == 1);
+
+    unsigned char *s = dm_get(64, 16);
+    check_fill(s, 64, 9);
+    fk7_obj.refuse_moves = true;
+    sm_mctx_t m = sm_mctx_block(s, 0, 0);
+    CHECK(!dm_move(&m, 5000) && m.ptr == s && dm_usable(s) == 64 && check_verify(s, 64, 9));
+    fk7_obj.refuse_moves = false;
+    dm_put(s);
+    dm_flush();
+    CHECKF(err_total() == 0 && fk7_obj.bad_frees == 0 && fk7_obj.live_blocks == live0 && fk7_obj.frees - frees0 == 4,
+           "%lu reports ('%s'), %lu frees below", err_total(), last_detail, fk7_obj.frees - frees0);
+}
+
 /* Over a next layer whose getmeta says yes inside its blocks: aligned blocks are still found (the
  * candidate 16 below is inside their own block), foreign and interior pointers still refused. */
 static void loose_next_layer(void)
@@ -815,7 +873,7 @@ int main(void)
 {
     check_begin("delayed_free");
     sm_err_callback_set(recorder);
-    if (dq_create() || dl_create() || dp_create() || dx_create() || dh_create()) {
+    if (dq_create() || dl_create() || dp_create() || dx_create() || dh_create() || dm_create()) {
         printf("not ok delayed_free: create\n");
         return 1;
     }
@@ -829,6 +887,7 @@ int main(void)
     CASE(write_after_free_fill);
     CASE(fill_round_trips);
     CASE(resize_in_place);
+    CASE(move_seals_the_header_where_it_lands);
     CASE(loose_next_layer);
     CASE(hit_paths);
     CASE(direct_look);

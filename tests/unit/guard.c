@@ -164,41 +164,12 @@ COUNTING_LAYER(hce, tce)
 #define SM_OPT_SLOTS 8
 #include <sunmao/layers/addon/guard.h>
 
-/* mv: the fake with a move (capability MOVE), as mmap_heap's remap gives one to a large block:
- * the block's contents at a new address, the old one given back; counts the moves. */
+/* fkm: the fake with a move (capability MOVE), as mmap_heap's remap gives one to a large block. */
 #define SM_LAYER fkm
+#define FAKE_MOVE 1
 #include "tests/support/fake_next.h"
-static unsigned long mv_moves;
-enum { mv_thread_safe = fkm_thread_safe, mv_min_align = fkm_min_align, mv_zeroed = fkm_zeroed };
-static inline int mv_create(void) { return fkm_create(); }
-static inline void *mv_alloc(sm_mctx_t *c) { return fkm_alloc(c); }
-static inline void mv_free(sm_mctx_t *c) { fkm_free(c); }
-static inline bool mv_getmeta(sm_mctx_t *c) { return fkm_getmeta(c); }
-static inline bool mv_resize(sm_mctx_t *c, size_t n) { return fkm_resize(c, n); }
-static inline bool mv_move(sm_mctx_t *c, size_t n)
-{
-    sm_mctx_t old = sm_mctx_block(c->ptr, 0, 0), fresh = sm_mctx_alloc(n, SM_MIN_ALIGN, 0);
-    void *q;
-    if (!fkm_getmeta(&old) || !(q = fkm_alloc(&fresh)))
-        return false;
-    memcpy(q, c->ptr, old.usable < n ? old.usable : n);
-    fkm_free(&old);
-    c->ptr = q;
-    mv_moves++;
-    return true;
-}
-static inline bool mv_purge(sm_mctx_t *c) { return fkm_purge(c); }
-static inline void mv_release(sm_release_t *r) { fkm_release(r); }
-static inline void mv_thread_exit(void) { fkm_thread_exit(); }
-static inline void mv_fork_prepare(void) { fkm_fork_prepare(); }
-static inline void mv_fork_parent(void) { fkm_fork_parent(); }
-static inline void mv_fork_child(void) { fkm_fork_child(); }
-#define SM_LAYER mv
-#define SM_NEXT fkm
-#define SM_LAYER_OFFERS SM_CAP_MOVE
-#include <sunmao/core/layer_end.h>
 #define SM_LAYER gm
-#define SM_NEXT mv
+#define SM_NEXT fkm
 #define SM_SYNC mutex
 #define SM_ERR callback
 #define SM_OPT_SAMPLE_EVERY 1
@@ -656,14 +627,14 @@ static void move_passes_down_all_but_pool_blocks(void)
     char *p = GALLOC(gm, 100, SM_MIN_ALIGN, 0);
     check_fill(p, 100, 7);
     sm_mctx_t c = sm_mctx_block(p, 0, 0);
-    CHECK(gm_guard_owns(p) && !gm_move(&c, 20000) && c.ptr == p && mv_moves == 0);
+    CHECK(gm_guard_owns(p) && !gm_move(&c, 20000) && c.ptr == p && fkm_obj.moves == 0);
     CHECK(check_verify(p, 100, 7));
     GFREE(gm, p);
     unsigned char *big = GALLOC(gm, 5000, SM_MIN_ALIGN, 0), *moved;
     for (size_t i = 0; i < 5000; i++) /* check_fill's pattern follows the address: not this one */
         big[i] = (unsigned char)(i * 13 + i / 256);
     c = sm_mctx_block(big, 0, 0);
-    CHECK(!gm_guard_owns(big) && gm_move(&c, 20000) && c.ptr != big && mv_moves == 1);
+    CHECK(!gm_guard_owns(big) && gm_move(&c, 20000) && c.ptr != big && fkm_obj.moves == 1);
     moved = c.ptr;
     size_t same = 0;
     for (size_t i = 0; i < 5000; i++)

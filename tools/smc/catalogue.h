@@ -60,9 +60,10 @@ struct smc_layer {
     enum smc_kind kind;
     unsigned flags;         /* SMC_F_* */
     unsigned offers;        /* SMC_CAP_*; see forwards */
-    int forwards;           /* 1: it offers what its next layer offers, masked by offers (SM_CAP_ALL,
-                               or SM_LAYER_CAPS SM_CAPS(SM_NEXT) [& mask], in the header: what a
-                               layer above sees is next & offers); 0: it offers offers */
+    unsigned forwards;      /* of offers, those it offers only where its next layer does (SM_CAP_ALL,
+                               or SM_LAYER_CAPS [always |] SM_CAPS(SM_NEXT) [& mask], in the header:
+                               a layer above sees (offers & ~forwards) | (next & offers & forwards));
+                               0: it offers offers */
     const char *offers_when; /* "" always; else the option macro (SM_OPT_STABLE) that must be
                                 non-zero for the layer to offer when_caps (#if around its definition) */
     unsigned when_caps;      /* of offers, those offered only with offers_when on (the rest are

@@ -21,7 +21,8 @@
 #                  `#define SM_S P` (optional, default P), checked against the @model slots;
 #   capabilities   `#define SM_LAYER_OFFERS` (SM_CAP_ALL or a mask; several definitions under #if:
 #                  their union) and `#define SM_LAYER_CAPS ... SM_CAPS(SM_NEXT) ...` (forwards: its
-#                  capabilities are its next layer's, masked by offers); SM_REQUIRE_CAP(N, "why")
+#                  capabilities are its next layer's, masked by offers, but those named before
+#                  SM_CAPS(SM_NEXT), which it offers whatever is below); SM_REQUIRE_CAP(N, "why")
 #                  and SM_REQUIRE_CAP_WHEN(SM_OPT_X, N, "why") are its needs;
 #   range          the header includes policies/size_handle.h (and `range` must say so);
 #   summary        the first sentence of the opening comment, after "name: ".
@@ -239,7 +240,14 @@ function code(h, line,   m, v, fam, msg) {
                 }
             }
         }
-        if (m == "SM_LAYER_CAPS" && v ~ /SM_CAPS\(SM_NEXT\)/) fwd[h] = 1
+        if (m == "SM_LAYER_CAPS" && v ~ /SM_CAPS\(SM_NEXT\)/) {
+            fwd[h] = 1 # the capabilities named before SM_CAPS(SM_NEXT) it offers whatever is below
+            v = substr(v, 1, index(v, "SM_CAPS(SM_NEXT)") - 1)
+            while (match(v, /SM_CAP_[A-Z]+/)) {
+                fam = substr(v, RSTART + 7, RLENGTH - 7); v = substr(v, RSTART + RLENGTH)
+                if (capbit(fam) >= 0) always[h] = orbits(always[h] + 0, capbit(fam))
+            }
+        }
         return
     }
     if (match(line, /sm_sizeclass_[a-z0-9_]+_max_size *= *[^,}]+/)) {
@@ -547,7 +555,7 @@ BEGIN {
     for (j = 1; j <= nl; j++) {
         h = lay[j]
         if (noff[h] > 1) print "    /* " mname[h] ": " noff[h] " definitions of SM_LAYER_OFFERS under #if (" offdefs[h] "): their union */" > OUT
-        printf "    {%s, %s, %s, SMC_%s, %s, %s, %d, %s, %s, %s,\n", cstr(mname[h]), cstr(maliases[h]), cstr(rel(h)), toupper(mkind[h]), layer_flags(h), capnames(offers[h] + 0), fwd[h] ? 1 : 0, cstr(offwhen[h]), capnames(offwhen[h] == "" ? 0 : andnot(offers[h] + 0, offplain[h] + 0)), cstr(servesmax[h]) > OUT
+        printf "    {%s, %s, %s, SMC_%s, %s, %s, %s, %s, %s, %s,\n", cstr(mname[h]), cstr(maliases[h]), cstr(rel(h)), toupper(mkind[h]), layer_flags(h), capnames(offers[h] + 0), capnames(fwd[h] ? andnot(offers[h] + 0, always[h] + 0) : 0), cstr(offwhen[h]), capnames(offwhen[h] == "" ? 0 : andnot(offers[h] + 0, offplain[h] + 0)), cstr(servesmax[h]) > OUT
         printf "     %s, %d, %s, %d,\n", nk[h] ? "keys_" mname[h] : "NULL", nk[h], nn[h] ? "needs_" mname[h] : "NULL", nn[h] + 0 > OUT
         printf "     %s},\n", cstr(summary[h]) > OUT
     }

@@ -648,7 +648,7 @@ int smc_check(const struct smc_line *l, int mode, const char *name, struct smc_c
         const struct smc_layer *L = c->e[i].layer;
         unsigned below = i ? caps[i - 1] : 0;
         unsigned offers = *L->offers_when && !option_on(&c->e[i], L->offers_when) ? L->offers & ~L->when_caps : L->offers;
-        caps[i] = L->forwards ? (below & offers) : offers;
+        caps[i] = (offers & ~L->forwards) | (below & offers & L->forwards);
         if (i == 0 && c->fragment && L->kind != SMC_OS) continue; /* its next layer is not in the fragment */
         for (unsigned k = 0; k < L->nneeds; k++) {
             const struct smc_need *nd = &L->needs[k];
@@ -661,7 +661,7 @@ int smc_check(const struct smc_line *l, int mode, const char *name, struct smc_c
                           L->name, smc_cap_name(nd->cap), c->e[i - 1].layer->name, nd->why);
             } else if (!(caps[i - 1] & nd->cap)) {
                 caps[i - 1] |= nd->cap;
-                caps[i] = L->forwards ? (caps[i - 1] & L->offers) : L->offers;
+                caps[i] = (offers & ~L->forwards) | (caps[i - 1] & offers & L->forwards);
             }
         }
     }

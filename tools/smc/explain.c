@@ -22,6 +22,10 @@ static void caps_sentence(FILE *f, const struct smc_layer *L)
     if (*L->offers_when && !L->forwards && always) { /* some always, some with the option */
         fprintf(f, "offers %s", caps_text(always, b, sizeof b));
         fprintf(f, ", and %s with %s on", caps_text(L->when_caps, b, sizeof b), L->offers_when);
+    } else if (L->forwards && (L->offers & ~L->forwards)) { /* some always, some where the next layer has them */
+        fprintf(f, "offers %s", caps_text(L->offers & ~L->forwards, b, sizeof b));
+        fprintf(f, ", and its next layer's among %s", caps_text(L->forwards, b, sizeof b));
+        if (*L->offers_when) fprintf(f, " with %s on", L->offers_when);
     } else {
         fprintf(f, "offers %s", L->forwards ? "its next layer's" : caps_text(L->offers, b, sizeof b));
         if (L->forwards && L->offers != SMC_CAP_ALL) fprintf(f, " among %s", caps_text(L->offers, b, sizeof b));

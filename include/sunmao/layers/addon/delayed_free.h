@@ -20,8 +20,9 @@
  *                  write and a read of the whole block (docs/layers.md, delayed_free).
  * Properties: thread_safe of the next layer (a quarantine is its thread's own), min_align 16 (a block
  * starts 16 bytes into the next layer's; a larger alignment asked for with c->align is served), zeroed
- * 0. Capabilities: needs none; offers HIT: the hit paths do the whole work of the common request,
- * inlined in the socket, over the next layer's own hit paths when it has them (over a thread cache,
+ * 0. Capabilities: needs none; offers MOVE when the next layer does (its pages move, the header
+ * among them, and the header is sealed again where it lands); offers HIT: the hit paths do the
+ * whole work of the common request, inlined in the socket, over the next layer's own hit paths when it has them (over a thread cache,
  * malloc is its pop and a header; free is the checks, the hold, and its push of what leaves);
  * anything unusual (an aligned block, a page start, no quarantine yet, an error) misses, changing and
  * reporting nothing, and the miss checks it from the start. It goes directly under the socket, where
@@ -595,7 +596,12 @@ SM_INLINE bool SM_FN(getmeta)(sm_mctx_t *c)
     return true;
 }
 
-SM_INLINE bool SM_FN(resize)(sm_mctx_t *c, size_t n)
+/* Resize and move: the live block at c->ptr given n bytes by the next layer, in place
+ * (next_resize) or by moving its pages there (next_move: the header moves with them), then sealed
+ * again where it is, marked resized: its check word depends on the address, and only the header
+ * says the size. Only a live block changes: a held, gone or damaged one stays where it is, and the
+ * socket's copy path reports it as realloc's would. */
+SM_INLINE bool SM_FN(reshape)(sm_mctx_t *c, size_t n, bool (*below)(sm_mctx_t *, size_t))
 {
     char *p = (char *)c->ptr;
     uint64_t info = p ? SM_FN(live_info)(p) : 0;
@@ -603,11 +609,18 @@ SM_INLINE bool SM_FN(resize)(sm_mctx_t *c, size_t n)
         return false;
     unsigned alog = SM_FN(info_alog)(info);
     sm_mctx_t m = sm_mctx_block(p - ((size_t)1 << alog), 0, 0);
-    if (!SM_NEXT_FN(resize)(&m, SM_FN(footprint)(n, alog)))
+    if (!below(&m, SM_FN(footprint)(n, alog)))
         return false;
+    p = (char *)m.ptr + ((size_t)1 << alog);
     SM_FN(seal)(p, SM_FN(info)(n, alog, SM_FN(s_live)) | SM_FN(resized));
+    c->ptr = p;
     return true;
 }
+
+SM_INLINE bool SM_FN(resize)(sm_mctx_t *c, size_t n) { return SM_FN(reshape)(c, n, SM_NEXT_FN(resize)); }
+
+/* The socket's move of a large growth (capability MOVE). */
+SM_INLINE bool SM_FN(move)(sm_mctx_t *c, size_t n) { return SM_FN(reshape)(c, n, SM_NEXT_FN(move)); }
 
 /* A range of a block the caller holds lies inside the next layer's block. */
 SM_INLINE bool SM_FN(purge)(sm_mctx_t *c) { return SM_NEXT_FN(purge)(c); }
@@ -640,8 +653,9 @@ SM_INLINE void SM_FN(fork_child)(void) { SM_NEXT_FN(fork_child)(); }
 SM_INLINE SM_UNUSED size_t SM_FN(quarantine_bytes)(void) { return SM_FN(tq) ? SM_FN(tq)->bytes : 0; }
 SM_INLINE SM_UNUSED size_t SM_FN(quarantine_blocks)(void) { return SM_FN(tq) ? SM_FN(tq)->blocks : 0; }
 
-/* HIT's four functions are defined above; no other capability is offered. */
-#define SM_LAYER_OFFERS SM_CAP_HIT
+/* HIT's four functions and move are defined above; MOVE is declared where the next layer has it. */
+#define SM_LAYER_OFFERS (SM_CAP_HIT | SM_CAP_MOVE)
+#define SM_LAYER_CAPS   (SM_CAP_HIT | (SM_CAPS(SM_NEXT) & SM_CAP_MOVE))
 
 #undef SM_OPT_DELAYED_SIZE
 #undef SM_OPT_NODE_XOR

@@ -1,7 +1,8 @@
 /* Unit test of the cond_bypass add-on layer: the predicate routes exactly the requests it selects
  * past the next layer, and every free reaches the layer that owns its block.
  *     by :: mid (fake_batch, tc, objects up to 256 KiB) :: bot (fake_next)
- *     by's bypass target: bot; predicate: sizes in [100, 200], or a request whose cpu is 7 */
+ *     by's bypass target: bot; predicate: sizes in [100, 200], or a request whose cpu is 7
+ *     bm :: pm (passthrough) :: fkm (fake_next with a move): bypass target fkm, sizes >= 1024 */
 #include <stdint.h>
 #include <sunmao/policies/sizeclass/tc.h>
 #include "tests/support/check.h"
@@ -26,7 +27,21 @@ static bool pick(sm_mctx_t *c)
 #define SM_OPT_PREDICATE pick
 #include <sunmao/layers/addon/cond_bypass.h>
 
+#define SM_LAYER fkm
+#define FAKE_MOVE 1
+#include "tests/support/fake_next.h"
+#define SM_LAYER pm
+#define SM_NEXT fkm
+#include <sunmao/layers/addon/passthrough.h>
+static bool big(sm_mctx_t *c) { return c->size >= 1024; }
+#define SM_LAYER bm
+#define SM_NEXT pm
+#define SM_BYPASS_TO fkm
+#define SM_OPT_PREDICATE big
+#include <sunmao/layers/addon/cond_bypass.h>
+
 _Static_assert(by_caps == 0 && by_thread_safe == 1 && by_min_align == 16, "properties");
+_Static_assert(bm_caps == SM_CAP_MOVE, "MOVE where the next layer has it");
 
 #define MID(field) FAKE_BATCH_GET(mid, field)
 
@@ -70,9 +85,40 @@ static void routes_exactly_the_selected(void)
     CHECK(bot_obj.bad_frees == 0 && MID(bad_frees) == 0 && bot_obj.live_blocks == 0 && MID(live_blocks) == 0);
 }
 
+/* realloc's move of a large growth goes down through the next layer to the owner, for a bypassed
+ * block as for one the next layer served: contents come along, and the old blocks go back. */
+static void move_reaches_the_owner(void)
+{
+    unsigned char *p[2];
+    size_t n[2] = { 100, 5000 }; /* served through pm, and bypassed */
+    for (int i = 0; i < 2; i++) {
+        sm_mctx_t c = sm_mctx_alloc(n[i], 0, 0);
+        p[i] = bm_alloc(&c);
+        CHECK(p[i] != NULL);
+        for (size_t k = 0; k < n[i]; k++) /* check_fill's pattern follows the address: not this one */
+            p[i][k] = (unsigned char)(k * 13 + 1);
+    }
+    for (int i = 0; i < 2; i++) {
+        sm_mctx_t c = sm_mctx_block(p[i], 0, 0);
+        unsigned long moves = fkm_obj.moves;
+        CHECK(bm_move(&c, 3 * n[i]) && c.ptr != p[i] && fkm_obj.moves == moves + 1);
+        unsigned char *q = (unsigned char *)c.ptr;
+        size_t same = 0;
+        for (size_t k = 0; k < n[i]; k++)
+            same += q[k] == (unsigned char)(k * 13 + 1);
+        CHECKF(same == n[i], "%zu of %zu bytes came along", same, n[i]);
+        sm_mctx_t m = sm_mctx_block(q, 0, 0);
+        CHECK(bm_getmeta(&m) && m.usable == 3 * n[i]);
+        sm_mctx_t f = sm_mctx_block(q, 0, 0);
+        bm_free(&f);
+    }
+    CHECK(fkm_obj.bad_frees == 0 && fkm_obj.live_blocks == 0);
+}
+
 int main(void)
 {
     check_begin("cond_bypass");
     RUN_CASE(routes_exactly_the_selected);
+    RUN_CASE(move_reaches_the_owner);
     return check_end();
 }

@@ -25,7 +25,8 @@
  * every pointer as its own) must not use this layer.
  * Release, thread exit and fork go to SM_NEXT only: SM_BYPASS_TO is in its chain and receives them
  * there, once. create is SM_NEXT's (which creates SM_BYPASS_TO on its way down).
- * Capabilities: needs none; offers none (a socket's hit paths would skip the predicate).
+ * Capabilities: needs none; offers MOVE where SM_NEXT does (a live block's move goes down by
+ * ownership, as its free does), and nothing else (a socket's hit paths would skip the predicate).
  * Properties: thread_safe and zeroed when both paths are, min_align the smaller of the two.
  * No state, no locks.
  * @model: name=cond_bypass kind=addon opaque predicate flag c-only
@@ -72,6 +73,7 @@ SM_INLINE void *SM_FN(alloc)(sm_mctx_t *c)
 SM_INLINE void SM_FN(free)(sm_mctx_t *c) { SM_NEXT_FN(free)(c); }
 SM_INLINE bool SM_FN(getmeta)(sm_mctx_t *c) { return SM_NEXT_FN(getmeta)(c); }
 SM_INLINE bool SM_FN(resize)(sm_mctx_t *c, size_t n) { return SM_NEXT_FN(resize)(c, n); }
+SM_INLINE bool SM_FN(move)(sm_mctx_t *c, size_t n) { return SM_NEXT_FN(move)(c, n); }
 SM_INLINE bool SM_FN(purge)(sm_mctx_t *c) { return SM_NEXT_FN(purge)(c); }
 SM_INLINE void SM_FN(release)(sm_release_t *r) { SM_NEXT_FN(release)(r); }
 SM_INLINE void SM_FN(thread_exit)(void) { SM_NEXT_FN(thread_exit)(); }
@@ -79,6 +81,8 @@ SM_INLINE void SM_FN(fork_prepare)(void) { SM_NEXT_FN(fork_prepare)(); }
 SM_INLINE void SM_FN(fork_parent)(void) { SM_NEXT_FN(fork_parent)(); }
 SM_INLINE void SM_FN(fork_child)(void) { SM_NEXT_FN(fork_child)(); }
 
+#define SM_LAYER_OFFERS SM_CAP_MOVE
+#define SM_LAYER_CAPS   (SM_CAPS(SM_NEXT) & SM_CAP_MOVE)
 #undef SM_BYPASS_TO
 #undef SM_OPT_PREDICATE
 #include "../../core/layer_end.h"

@@ -22,8 +22,9 @@
  * starts 16 bytes into the next layer's; a larger alignment asked for with c->align is served), zeroed
  * 0. Capabilities: needs none; offers MOVE when the next layer does (its pages move, the header
  * among them, and the header is sealed again where it lands); offers HIT: the hit paths do the
- * whole work of the common request, inlined in the socket, over the next layer's own hit paths when it has them (over a thread cache,
- * malloc is its pop and a header; free is the checks, the hold, and its push of what leaves);
+ * whole work of the common request, inlined in the socket, over the next layer's own hit paths
+ * when it has them (over a thread cache, malloc is its pop and a header; free is the checks, the
+ * hold, and its push of what leaves);
  * anything unusual (an aligned block, a page start, no quarantine yet, an error) misses, changing and
  * reporting nothing, and the miss checks it from the start. It goes directly under the socket, where
  * it sees every free: under a thread cache it would see only what the cache gives back, late and in

@@ -102,7 +102,10 @@ SM_INLINE void SM_FN(cs_free_run)(void *arg)
     unsigned j = 0;
     for (; j < r->m; j++) {
         struct SM_FN(slab) *emptied = NULL;
-        if (SM_FN(shards) > 1 && sm_unlikely(__atomic_load_n(&r->run_slab[j]->home, __ATOMIC_RELAXED) != r->k))
+        /* Once per slab: a slab found under k here stays there while k's lock is held (a steal
+         * takes both locks). */
+        if (SM_FN(shards) > 1 && (j == 0 || r->run_slab[j] != r->run_slab[j - 1]) &&
+            sm_unlikely(__atomic_load_n(&r->run_slab[j]->home, __ATOMIC_RELAXED) != r->k))
             break; /* stolen since the run was built: this block and the rest go round again */
         if (sm_unlikely(!SM_FN(put_locked)(r->k, r->run_slab[j], r->run_idx[j], &emptied, &r->evict))) {
             r->double_freed = (int)j++; /* reported after the section; the run ends here */
@@ -149,14 +152,25 @@ SM_INLINE void SM_FN(free_batch)(void **blocks, unsigned n)
         run_slab[m] = SM_FN(word_slab)(w, g);
         run_idx[m++] = (uint16_t)idx;
         struct SM_FN(class) *k = __atomic_load_n(&run_slab[0]->home, __ATOMIC_RELAXED);
+        /* A drained list hands over runs of one slab's objects: a block whose word is the previous
+         * block's (one word per slab) is in the same slab, already checked. */
+        uintptr_t run_w = w;
+        struct SM_FN(slab) *run_s = run_slab[0];
         while (i < n && m < SM_FN(batch_run_max)) {
             p = blocks[i];
             w = SM_FN(lookup)(p);
-            if (!w || SM_FN(word_cls)(w) != cls || (idx = SM_FN(object_index)(g, w, p)) >= g->nobjs)
+            if (w != run_w) {
+                if (!w || SM_FN(word_cls)(w) != cls)
+                    break;
+                struct SM_FN(slab) *s = SM_FN(word_slab)(w, g);
+                if (SM_FN(shards) > 1 && __atomic_load_n(&s->home, __ATOMIC_RELAXED) != k)
+                    break;
+                run_w = w;
+                run_s = s;
+            }
+            if ((idx = SM_FN(object_index)(g, w, p)) >= g->nobjs)
                 break;
-            run_slab[m] = SM_FN(word_slab)(w, g);
-            if (SM_FN(shards) > 1 && __atomic_load_n(&run_slab[m]->home, __ATOMIC_RELAXED) != k)
-                break;
+            run_slab[m] = run_s;
             run_idx[m++] = (uint16_t)idx;
             i++;
         }

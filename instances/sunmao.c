@@ -15,8 +15,8 @@
  * Design, measurements and what was tried: docs/default-allocator.md.
  */
 /* The hit paths are forced inline (SM_HOT); the rest is left to gcc, which keeps one copy of each
- * slow path instead of one per caller: text 52 -> 32 KiB, resident in every process that loads the
- * library (core/compiler.h); the pair and the suite's times unchanged. */
+ * slow path instead of one per caller: less text resident in every process that loads the library,
+ * the pair and the suite's times unchanged (core/compiler.h, docs/layers.md). */
 #define SM_FORCE_INLINE 0
 #include <sunmao/policies/err/warn.h>
 #include <sunmao/policies/sizeclass/tc5.h>

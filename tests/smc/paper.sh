@@ -90,7 +90,7 @@ while IFS= read -r header; do
         fi
         built+=("$inst")
         # A combining sync policy queues its waiters: the API test skips what hangs there.
-        "$smc" explain "$entry" | grep -qE '^ +sync += (ccsynch|flatcombine|rcl) ' && queued+=("$inst")
+        "$smc" explain "$entry" | grep -qE '^ +sync += rcl ' && queued+=("$inst")
     else
         # A socketless fragment: a static library with the prefixed API, linked into a program.
         lib="$work/lib$name.a"

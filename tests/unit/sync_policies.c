@@ -5,11 +5,16 @@
  * combining policy that ran a section for another thread must carry it back: every value must come
  * back exactly once. Then trylock on a held and a free lock, and fork: the lock taken in
  * fork_prepare's place, the child re-creates it and uses it while the parent's threads go on.
+ * The policies that name their holder (all but rcl) have three more cases: the owner word, a call
+ * from inside its own section (a signal handler's malloc) aborting with one line, and the fork
+ * hooks keeping a lock their thread holds.
  * rcl has cases of its own at the end: sections run on its server, the server parks and is woken,
  * the fallbacks (no slot free, server being created), rcl nested in rcl, and no server while the
  * platform pauses spawning. */
 #include <errno.h>
 #include <pthread.h>
+#include <signal.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <string.h>
 #include <sys/wait.h>
@@ -168,6 +173,109 @@ static void check_exact(const char *policy)
             pthread_join(t[i], NULL);                                                                        \
         CHECKF(bad == 0, #P ": %d of 20 children could not use the lock", bad);                              \
     }
+
+/* The policies that name their holder (owner.h): the word names the calling thread exactly while
+ * it holds (through lock() or inside atomic_exec's section), a call for the lock from inside its own
+ * section (what a signal handler's malloc does) aborts with owner.h's line instead of waiting for
+ * ever, and a fork hook keeps a lock its caller holds (fork_lock returns at once, fork_unlock leaves
+ * it held). The last two run in a child with an alarm, so a hang fails the case instead of the suite. */
+static const char reentry_line[] = "called from a signal handler that interrupted this thread's own malloc or free";
+/* Runs fn in a child (10 s alarm); its status, and whether its stderr holds reentry_line. */
+static int in_child(void (*fn)(void), bool *said)
+{
+    int fds[2];
+    if (pipe(fds))
+        return -1;
+    pid_t pid = fork();
+    if (pid == 0) {
+        close(fds[0]);
+        dup2(fds[1], 2);
+        alarm(10);
+        fn();
+        _exit(0);
+    }
+    close(fds[1]);
+    char buf[512];
+    size_t got = 0;
+    ssize_t n;
+    while (got < sizeof buf - 1 && (n = read(fds[0], buf + got, sizeof buf - 1 - got)) > 0)
+        got += (size_t)n;
+    buf[got] = 0;
+    close(fds[0]);
+    int status = 0;
+    waitpid(pid, &status, 0);
+    *said = strstr(buf, reentry_line) != NULL;
+    return status;
+}
+static int owner_seen; /* 1: the section saw its own thread named; 2: another or none */
+#define OWNER_SUITE(P)                                                                                      \
+    static sm_sync_##P##_t P##_own = SM_SYNC_##P##_INIT;                                                     \
+    static void P##_see_owner(void *arg)                                                                     \
+    {                                                                                                        \
+        (void)arg;                                                                                           \
+        owner_seen = sm_sync_owner_is_self(&P##_own.owner) ? 1 : 2;                                          \
+    }                                                                                                        \
+    static void P##_owner_names_holder(void)                                                                 \
+    {                                                                                                        \
+        CHECKF(!sm_sync_owner_is_self(&P##_own.owner), #P ": named before it was taken");                    \
+        owner_seen = 0;                                                                                      \
+        sm_sync_##P##_atomic_exec(&P##_own, P##_see_owner, NULL);                                           \
+        CHECKF(owner_seen == 1, #P ": its own section saw %s", owner_seen == 2 ? "another holder" : "nothing"); \
+        CHECKF(!sm_sync_owner_is_self(&P##_own.owner) && P##_own.owner == 0, #P ": still named after the section"); \
+        sm_sync_##P##_lock(&P##_own);                                                                        \
+        CHECKF(sm_sync_owner_is_self(&P##_own.owner), #P ": lock() did not name its caller");                \
+        sm_sync_##P##_unlock(&P##_own);                                                                      \
+        CHECKF(P##_own.owner == 0, #P ": still named after unlock()");                                       \
+        CHECK(sm_sync_##P##_trylock(&P##_own));                                                              \
+        CHECKF(sm_sync_owner_is_self(&P##_own.owner), #P ": trylock() did not name its caller");             \
+        sm_sync_##P##_unlock(&P##_own);                                                                      \
+    }                                                                                                        \
+    static void P##_again(void *arg)                                                                         \
+    {                                                                                                        \
+        (void)arg;                                                                                           \
+        sm_sync_##P##_atomic_exec(&P##_own, P##_see_owner, NULL); /* as a handler's malloc would */          \
+    }                                                                                                        \
+    static void P##_reenter(void) { sm_sync_##P##_atomic_exec(&P##_own, P##_again, NULL); }                  \
+    static void P##_reentry_aborts(void)                                                                     \
+    {                                                                                                        \
+        bool said = false;                                                                                   \
+        int status = in_child(P##_reenter, &said);                                                           \
+        CHECKF(WIFSIGNALED(status) && WTERMSIG(status) == SIGABRT && said,                                   \
+               #P ": a call from inside its own section ended with status %#x (%s the line), not an abort",  \
+               (unsigned)status, said ? "with" : "without");                                                 \
+    }                                                                                                        \
+    static void P##_fork_hooks_keep(void)                                                                    \
+    {                                                                                                        \
+        sm_sync_##P##_lock(&P##_own);                                                                        \
+        sm_sync_fork_begin();                                                                                \
+        sm_sync_##P##_fork_lock(&P##_own); /* held by this thread: kept, no wait */                         \
+        sm_sync_##P##_fork_unlock(&P##_own);                                                                 \
+        sm_sync_fork_end();                                                                                  \
+        int kept = !sm_sync_##P##_trylock(&P##_own) && sm_sync_owner_is_self(&P##_own.owner);               \
+        sm_sync_##P##_unlock(&P##_own);                                                                      \
+        _exit(kept && sm_sync_##P##_trylock(&P##_own) ? 0 : 3);                                              \
+    }                                                                                                        \
+    static void P##_fork_keeps_own_lock(void)                                                                \
+    {                                                                                                        \
+        bool said = false;                                                                                   \
+        int status = in_child(P##_fork_hooks_keep, &said);                                                   \
+        CHECKF(WIFEXITED(status) && WEXITSTATUS(status) == 0,                                                \
+               #P ": fork hooks on a lock their thread holds: status %#x (alarm: they waited)", (unsigned)status); \
+    }
+
+OWNER_SUITE(spinlock)
+OWNER_SUITE(mutex)
+OWNER_SUITE(posix_spin)
+OWNER_SUITE(ticket)
+OWNER_SUITE(mcslock)
+OWNER_SUITE(ccsynch)
+OWNER_SUITE(flatcombine)
+#define RUN_OWNER_SUITE(P)              \
+    do {                                \
+        RUN_CASE(P##_owner_names_holder); \
+        RUN_CASE(P##_reentry_aborts);   \
+        RUN_CASE(P##_fork_keeps_own_lock); \
+    } while (0)
 
 POLICY_SUITE(spinlock)
 POLICY_SUITE(mutex)
@@ -439,6 +547,13 @@ int main(void)
     RUN_SUITE(ccsynch);
     RUN_SUITE(flatcombine);
     RUN_SUITE(rcl);
+    RUN_OWNER_SUITE(spinlock);
+    RUN_OWNER_SUITE(mutex);
+    RUN_OWNER_SUITE(posix_spin);
+    RUN_OWNER_SUITE(ticket);
+    RUN_OWNER_SUITE(mcslock);
+    RUN_OWNER_SUITE(ccsynch);
+    RUN_OWNER_SUITE(flatcombine);
     RUN_CASE(posix_spin_static_init_matches);
     RUN_CASE(rcl_sections_run_on_the_server);
     RUN_CASE(rcl_parks_and_wakes);

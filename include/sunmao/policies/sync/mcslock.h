@@ -17,7 +17,7 @@ SM_INLINE void sm_sync_mcslock_lock(sm_sync_mcslock_t *l) { sm_sync_queue_lock(l
 SM_INLINE void sm_sync_mcslock_unlock(sm_sync_mcslock_t *l) { sm_sync_queue_unlock(l); }
 SM_INLINE bool sm_sync_mcslock_trylock(sm_sync_mcslock_t *l) { return sm_sync_queue_trylock(l); }
 SM_INLINE void sm_sync_mcslock_reinit(sm_sync_mcslock_t *l) { sm_sync_queue_reinit(l); }
-SM_SYNC_FORK_PLAIN(mcslock)
+SM_SYNC_FORK_BY_OWNER(mcslock)
 SM_HOT void sm_sync_mcslock_atomic_exec(sm_sync_mcslock_t *l, void (*fn)(void *), void *arg)
 {
     sm_sync_queue_lock(l);

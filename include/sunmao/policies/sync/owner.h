@@ -4,7 +4,8 @@
  * both processes, where the interrupted call goes on and releases them. The other locks are taken
  * as usual, so no other thread is inside a section when the process is copied.
  *
- * A policy that records its holder (spinlock, mutex, posix_spin, ticket, flatcombine) embeds an sm_sync_owner_t
+ * A policy that records its holder (spinlock, mutex, posix_spin, ticket, flatcombine, and through
+ * queue.h mcslock and ccsynch) embeds an sm_sync_owner_t
  * named `owner`, calls sm_sync_enter(l) before it tries to acquire, takes the owner word after it
  * acquires (sm_sync_owner_take), then sm_sync_entered; before it releases, sm_sync_leaving(l) and
  * drops the word (sm_sync_owner_drop); after the release (or a failed try) sm_sync_entered and
@@ -19,9 +20,9 @@
  * Only the holder writes the owner word; the forking thread reads it without the lock (relaxed
  * atomics), and finds its own identity there only if it wrote it and has not cleared it since: the
  * answer is exact for the calling thread, whatever the others do.
- * Policies whose waiters queue (mcslock, ccsynch, rcl) map the hooks to lock, unlock and reinit
- * (SM_SYNC_FORK_PLAIN): a fork from a handler that interrupted their section or their wait still
- * waits for ever there (docs/reliability.md). */
+ * rcl, whose server thread runs the sections, maps the hooks to lock, unlock and reinit
+ * (SM_SYNC_FORK_PLAIN): a fork from a handler that interrupted its section or its wait still waits
+ * for ever there (docs/reliability.md). */
 #ifndef SUNMAO_POLICY_SYNC_OWNER_H
 #define SUNMAO_POLICY_SYNC_OWNER_H
 

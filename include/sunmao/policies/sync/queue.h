@@ -8,7 +8,13 @@
  * Invariants: tail is NULL (free), &head (held, no node of a waiter behind the holder), or the
  * last waiting node. head.next is the first waiter while the holder holds through head, and NULL
  * whenever tail is NULL. A waiter's node is written by the thread before it (its next) and by the
- * thread that hands it the lock or runs its request (state), then never again. */
+ * thread that hands it the lock or runs its request (state), then never again.
+ * The holder (lock()'s caller, or ccsynch's combiner) names itself in `owner` (owner.h) from after it
+ * has the lock to before it lets it go; its thread's transit names the lock while it enters, waits
+ * (marked waiting) and releases. So a malloc from a signal handler that interrupted its own thread's
+ * holding or waiting call, and finds the lock busy, aborts with owner.h's one line instead of
+ * waiting behind itself for ever, and a fork from such a handler keeps or leaves the lock
+ * (SM_SYNC_FORK_BY_OWNER) instead of queueing behind the interrupted call. */
 #ifndef SUNMAO_POLICY_SYNC_QUEUE_H
 #define SUNMAO_POLICY_SYNC_QUEUE_H
 
@@ -29,8 +35,9 @@ typedef struct sm_sync_qnode {
 typedef struct {
     sm_sync_qnode_t head;     /* the holder's node once it holds; head.next: the first waiter */
     sm_sync_qnode_t *tail;
+    sm_sync_owner_t owner;    /* the holder's thread (owner.h), 0 while none is named */
 } sm_sync_queue_t;
-#define SM_SYNC_QUEUE_INIT { { NULL, 0, NULL, NULL }, NULL }
+#define SM_SYNC_QUEUE_INIT { { NULL, 0, NULL, NULL }, NULL, SM_SYNC_OWNER_INIT }
 
 /* Enqueues `me`; true if the lock was free (me holds it through its own node). Else the caller
  * waits on me->state. */
@@ -43,9 +50,16 @@ SM_INLINE bool sm_sync_queue_enter(sm_sync_queue_t *l, sm_sync_qnode_t *me)
     return false;
 }
 
-SM_SLOWPATH int sm_sync_queue_wait(sm_sync_qnode_t *me)
+/* me, queued on l, waits for its turn (GO) or its request's completion (DONE). interrupted: the
+ * transit before this call entered l (sm_sync_enter's answer): if that call, on this thread,
+ * holds l or waits for it, the wait would be for ever, and owner.h's one line ends it. */
+SM_SLOWPATH int sm_sync_queue_wait(sm_sync_queue_t *l, sm_sync_qnode_t *me, void *interrupted)
 {
-    return sm_sync_wait_while_int(&me->state, SM_SYNC_QN_WAIT);
+    sm_sync_check_reentry(l, &l->owner, interrupted);
+    sm_sync_transit_mark(sm_sync_transit_waiting(l)); /* holds nothing yet: a fork may wait for l */
+    int state = sm_sync_wait_while_int(&me->state, SM_SYNC_QN_WAIT);
+    sm_sync_transit_mark(l);
+    return state;
 }
 
 /* me holds the lock through its node: hands the holding over to the lock's head, so me can go. */
@@ -80,26 +94,43 @@ SM_INLINE sm_sync_qnode_t *sm_sync_queue_next_or_release(sm_sync_queue_t *l, sm_
 
 SM_INLINE void sm_sync_queue_lock(sm_sync_queue_t *l)
 {
+    void *prev = sm_sync_enter(l);
     sm_sync_qnode_t me = { NULL, SM_SYNC_QN_WAIT, NULL, NULL };
     if (!sm_sync_queue_enter(l, &me))
-        sm_sync_queue_wait(&me); /* only SM_SYNC_QN_GO comes to a node without a request */
+        sm_sync_queue_wait(l, &me, prev); /* only SM_SYNC_QN_GO comes to a node without a request */
     sm_sync_queue_settle(l, &me);
+    sm_sync_owner_take(&l->owner);
+    sm_sync_entered(prev);
 }
 
 SM_INLINE bool sm_sync_queue_trylock(sm_sync_queue_t *l)
 {
+    if (__atomic_load_n(&l->tail, __ATOMIC_RELAXED))
+        return false;
+    void *prev = sm_sync_enter(l);
     sm_sync_qnode_t *expected = NULL;
-    return __atomic_compare_exchange_n(&l->tail, &expected, &l->head, false, __ATOMIC_ACQUIRE, __ATOMIC_RELAXED);
+    if (!__atomic_compare_exchange_n(&l->tail, &expected, &l->head, false, __ATOMIC_ACQUIRE, __ATOMIC_RELAXED)) {
+        sm_sync_entered(prev);
+        sm_sync_leave();
+        return false;
+    }
+    sm_sync_owner_take(&l->owner);
+    sm_sync_entered(prev);
+    return true;
 }
 
 /* The holder (through head) lets the first waiter go, or frees the lock. */
 SM_INLINE void sm_sync_queue_unlock(sm_sync_queue_t *l)
 {
+    void *prev = sm_sync_leaving(l);
+    sm_sync_owner_drop(&l->owner);
     sm_sync_qnode_t *succ = sm_sync_queue_next_or_release(l, &l->head);
     if (succ) {
         __atomic_store_n(&l->head.next, NULL, __ATOMIC_RELAXED); /* tail is past head: no one else writes it */
         __atomic_store_n(&succ->state, SM_SYNC_QN_GO, __ATOMIC_RELEASE);
     }
+    sm_sync_entered(prev);
+    sm_sync_leave();
 }
 
 /* Fork child: the forking thread held the lock (fork_prepare); waiters' nodes were on the stacks
@@ -108,6 +139,7 @@ SM_INLINE void sm_sync_queue_reinit(sm_sync_queue_t *l)
 {
     l->head.next = NULL;
     l->tail = NULL;
+    l->owner = 0;
 }
 
 #endif

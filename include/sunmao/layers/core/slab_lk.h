@@ -165,6 +165,10 @@ static struct {
      * besides the map's root entry */
     SM_SYNC_FN(t) map_lock;  /* owner-map updates: slabs of different classes come and go at once */
     SM_RETAIN_FN(t) retain;  /* the retain policy's count of kept slabs (atomics) */
+    /* bit i: class struct cls[i] keeps an empty slab (set after the policy keeps one, cleared
+     * with unkeep, both under the class's lock; atomic or/and): evict reads these instead of every
+     * class struct of every shard */
+    uint64_t kept_bits[(SM_FN(shards) * SM_FN(class_count) + 63) / 64];
     size_t map_nodes;        /* owner-map leaves held from the metadata route; map lock */
     size_t slabs[SM_FN(class_count)]; /* statistics: slabs held, by class (atomic, slow paths) */
     void *bad_slab;          /* a misaligned slab the next layer gave inside a section, to report */

@@ -33,7 +33,21 @@ SM_SLOWPATH struct SM_FN(slab) *SM_FN(retire)(struct SM_FN(class) *k, struct SM_
 /* Class k's kept empty slab (SM_RETAIN), or NULL; and its end as one: allocated from, stolen or
  * released. Class lock held. */
 SM_INLINE struct SM_FN(slab) *SM_FN(kept)(struct SM_FN(class) *k) { return SM_RETAIN_FN(kept)(&k->retain); }
-SM_INLINE void SM_FN(unkeep)(struct SM_FN(class) *k) { SM_RETAIN_FN(unkeep)(&SM_FN(obj).retain, &k->retain); }
+/* Class k's bit in kept_bits, on or off. */
+SM_INLINE void SM_FN(kept_mark)(struct SM_FN(class) *k, bool on)
+{
+    unsigned i = (unsigned)(k - SM_FN(obj).cls);
+    uint64_t bit = (uint64_t)1 << (i % 64);
+    if (on)
+        __atomic_fetch_or(&SM_FN(obj).kept_bits[i / 64], bit, __ATOMIC_RELAXED);
+    else
+        __atomic_fetch_and(&SM_FN(obj).kept_bits[i / 64], ~bit, __ATOMIC_RELAXED);
+}
+SM_INLINE void SM_FN(unkeep)(struct SM_FN(class) *k)
+{
+    SM_RETAIN_FN(unkeep)(&SM_FN(obj).retain, &k->retain);
+    SM_FN(kept_mark)(k, false);
+}
 
 /* Takes the lowest free object of slab s, the head of class k's partial list. Allocation only ever
  * takes from the head, so a kept slab stops being empty exactly when it is the head and is
@@ -85,6 +99,8 @@ SM_INLINE bool SM_FN(put_locked)(struct SM_FN(class) *k, struct SM_FN(slab) *s, 
     if (sm_unlikely(nfree == s->nobjs)) { /* empty: kept, or to go back */
         if (!SM_RETAIN_FN(keep)(&SM_FN(obj).retain, &k->retain, s, (size_t)(SM_OPT_EMPTY_MAX), evict))
             *release = SM_FN(retire)(k, s);
+        else
+            SM_FN(kept_mark)(k, true);
     }
     return true;
 }

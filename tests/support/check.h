@@ -11,6 +11,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 static const char *check_program = "test";
 static int check_failures_total;
@@ -104,6 +106,39 @@ static inline int check_verify(const void *block, size_t n, unsigned seed)
         if (b[i] != check_pattern_byte(block, i, seed))
             return 0;
     return 1;
+}
+
+/* Runs fn(arg) in a forked child whose stderr goes into out (n bytes, NUL-terminated; the first
+ * n - 1 bytes), with an alarm of `seconds`, so a hang ends as SIGALRM. The child exits 0 if fn
+ * returns. The child's wait status, or -1 if it could not be started. */
+static inline int check_in_child(void (*fn)(void *), void *arg, unsigned seconds, char *out, size_t n)
+{
+    int fds[2];
+    out[0] = 0;
+    if (pipe(fds))
+        return -1;
+    pid_t pid = fork();
+    if (pid < 0) {
+        close(fds[0]);
+        close(fds[1]);
+        return -1;
+    }
+    if (pid == 0) {
+        close(fds[0]);
+        dup2(fds[1], 2);
+        alarm(seconds);
+        fn(arg);
+        _exit(0);
+    }
+    close(fds[1]);
+    size_t len = 0;
+    ssize_t r;
+    while (len < n - 1 && (r = read(fds[0], out + len, n - 1 - len)) > 0)
+        len += (size_t)r;
+    out[len] = 0;
+    close(fds[0]);
+    int status = 0;
+    return waitpid(pid, &status, 0) == pid ? status : -1;
 }
 
 #endif

@@ -181,30 +181,11 @@ static void check_exact(const char *policy)
  * it held). The last two run in a child with an alarm, so a hang fails the case instead of the suite. */
 static const char reentry_line[] = "called from a signal handler that interrupted this thread's own malloc or free";
 /* Runs fn in a child (10 s alarm); its status, and whether its stderr holds reentry_line. */
-static int in_child(void (*fn)(void), bool *said)
+static int in_child(void (*fn)(void *), bool *said)
 {
-    int fds[2];
-    if (pipe(fds))
-        return -1;
-    pid_t pid = fork();
-    if (pid == 0) {
-        close(fds[0]);
-        dup2(fds[1], 2);
-        alarm(10);
-        fn();
-        _exit(0);
-    }
-    close(fds[1]);
-    char buf[512];
-    size_t got = 0;
-    ssize_t n;
-    while (got < sizeof buf - 1 && (n = read(fds[0], buf + got, sizeof buf - 1 - got)) > 0)
-        got += (size_t)n;
-    buf[got] = 0;
-    close(fds[0]);
-    int status = 0;
-    waitpid(pid, &status, 0);
-    *said = strstr(buf, reentry_line) != NULL;
+    char out[512];
+    int status = check_in_child(fn, NULL, 10, out, sizeof out);
+    *said = strstr(out, reentry_line) != NULL;
     return status;
 }
 static int owner_seen; /* 1: the section saw its own thread named; 2: another or none */
@@ -235,7 +216,7 @@ static int owner_seen; /* 1: the section saw its own thread named; 2: another or
         (void)arg;                                                                                           \
         sm_sync_##P##_atomic_exec(&P##_own, P##_see_owner, NULL); /* as a handler's malloc would */          \
     }                                                                                                        \
-    static void P##_reenter(void) { sm_sync_##P##_atomic_exec(&P##_own, P##_again, NULL); }                  \
+    static void P##_reenter(void *unused) { sm_sync_##P##_atomic_exec(&P##_own, P##_again, unused); }        \
     static void P##_reentry_aborts(void)                                                                     \
     {                                                                                                        \
         bool said = false;                                                                                   \
@@ -244,8 +225,9 @@ static int owner_seen; /* 1: the section saw its own thread named; 2: another or
                #P ": a call from inside its own section ended with status %#x (%s the line), not an abort",  \
                (unsigned)status, said ? "with" : "without");                                                 \
     }                                                                                                        \
-    static void P##_fork_hooks_keep(void)                                                                    \
+    static void P##_fork_hooks_keep(void *unused)                                                            \
     {                                                                                                        \
+        (void)unused;                                                                                        \
         sm_sync_##P##_lock(&P##_own);                                                                        \
         sm_sync_fork_begin();                                                                                \
         sm_sync_##P##_fork_lock(&P##_own); /* held by this thread: kept, no wait */                         \

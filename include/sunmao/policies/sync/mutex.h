@@ -36,14 +36,7 @@ SM_INLINE void sm_sync_mutex_unlock(sm_sync_mutex_t *l)
 SM_INLINE bool sm_sync_mutex_trylock(sm_sync_mutex_t *l)
 {
     void *prev = sm_sync_enter(l);
-    if (!sm_plat_trylock(&l->m)) {
-        sm_sync_entered(prev);
-        sm_sync_leave();
-        return false;
-    }
-    sm_sync_owner_take(&l->owner);
-    sm_sync_entered(prev);
-    return true;
+    return sm_sync_tried(prev, &l->owner, sm_plat_trylock(&l->m));
 }
 /* In a fork child only the forking thread exists; the lock it took in prepare is re-created
  * rather than unlocked, which is valid whichever thread owned it. */

@@ -131,6 +131,18 @@ SM_INLINE void sm_sync_check_reentry(const void *l, const sm_sync_owner_t *o, co
 SM_INLINE void sm_sync_owner_take(sm_sync_owner_t *o) { sm_sync_owner_set(o); }
 SM_INLINE void sm_sync_owner_drop(sm_sync_owner_t *o) { sm_sync_owner_clear(o); }
 
+/* A try's end: `got` says whether the atomic took the lock; names the caller if so, and ends the
+ * enter (prev: sm_sync_enter's answer) as a held lock or as a failed try. Returns got. */
+SM_INLINE bool sm_sync_tried(void *prev, sm_sync_owner_t *o, bool got)
+{
+    if (got)
+        sm_sync_owner_take(o);
+    sm_sync_entered(prev);
+    if (!got)
+        sm_sync_leave();
+    return got;
+}
+
 /* The socket's fork hooks bracket the layers' (sockets/libc_api.h). A fork that begins while its
  * thread holds none of these locks takes every lock, waiting as long as it must (the holders are
  * other threads, which go on). One that begins holding some (a handler that interrupted its own

@@ -37,14 +37,7 @@ SM_INLINE void sm_sync_posix_spin_unlock(sm_sync_posix_spin_t *l)
 SM_INLINE bool sm_sync_posix_spin_trylock(sm_sync_posix_spin_t *l)
 {
     void *prev = sm_sync_enter(l);
-    if (!sm_plat_spin_trylock(&l->s)) {
-        sm_sync_entered(prev);
-        sm_sync_leave();
-        return false;
-    }
-    sm_sync_owner_take(&l->owner);
-    sm_sync_entered(prev);
-    return true;
+    return sm_sync_tried(prev, &l->owner, sm_plat_spin_trylock(&l->s));
 }
 SM_INLINE void sm_sync_posix_spin_reinit(sm_sync_posix_spin_t *l)
 {

@@ -109,14 +109,8 @@ SM_INLINE bool sm_sync_queue_trylock(sm_sync_queue_t *l)
         return false;
     void *prev = sm_sync_enter(l);
     sm_sync_qnode_t *expected = NULL;
-    if (!__atomic_compare_exchange_n(&l->tail, &expected, &l->head, false, __ATOMIC_ACQUIRE, __ATOMIC_RELAXED)) {
-        sm_sync_entered(prev);
-        sm_sync_leave();
-        return false;
-    }
-    sm_sync_owner_take(&l->owner);
-    sm_sync_entered(prev);
-    return true;
+    return sm_sync_tried(prev, &l->owner,
+                         __atomic_compare_exchange_n(&l->tail, &expected, &l->head, false, __ATOMIC_ACQUIRE, __ATOMIC_RELAXED));
 }
 
 /* The holder (through head) lets the first waiter go, or frees the lock. */

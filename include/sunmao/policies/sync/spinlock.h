@@ -40,14 +40,7 @@ SM_INLINE bool sm_sync_spinlock_trylock(sm_sync_spinlock_t *l)
     if (__atomic_load_n(&l->locked, __ATOMIC_RELAXED))
         return false;
     void *prev = sm_sync_enter(l);
-    if (__atomic_exchange_n(&l->locked, 1, __ATOMIC_ACQUIRE)) {
-        sm_sync_entered(prev);
-        sm_sync_leave();
-        return false;
-    }
-    sm_sync_owner_take(&l->owner);
-    sm_sync_entered(prev);
-    return true;
+    return sm_sync_tried(prev, &l->owner, !__atomic_exchange_n(&l->locked, 1, __ATOMIC_ACQUIRE));
 }
 
 SM_INLINE void sm_sync_spinlock_unlock(sm_sync_spinlock_t *l)

@@ -39,14 +39,8 @@ SM_INLINE bool sm_sync_ticket_trylock(sm_sync_ticket_t *l)
     unsigned serving = __atomic_load_n(&l->serving, __ATOMIC_ACQUIRE);
     unsigned expected = serving;
     void *prev = sm_sync_enter(l);
-    if (!__atomic_compare_exchange_n(&l->next, &expected, serving + 1, false, __ATOMIC_ACQUIRE, __ATOMIC_RELAXED)) {
-        sm_sync_entered(prev);
-        sm_sync_leave();
-        return false;
-    }
-    sm_sync_owner_take(&l->owner);
-    sm_sync_entered(prev);
-    return true;
+    return sm_sync_tried(prev, &l->owner,
+                         __atomic_compare_exchange_n(&l->next, &expected, serving + 1, false, __ATOMIC_ACQUIRE, __ATOMIC_RELAXED));
 }
 
 /* Only the holder writes `serving`. */

@@ -22,9 +22,7 @@ glibc's malloc runs api_conformance first, to validate the test itself.
 Prints `ok api: <inst>/<mode>/<case>` or `not ok api: ...: <why>` per case.
 
 Environment: BUILD (default build: the libraries and $BUILD/tests/api/*), INSTANCES (the
-instances to test; empty: one skip line), SM_ROOT (repository root), CC (for the linked builds),
-SM_QUEUED_SYNC (instances whose sync policy queues waiters without naming its holder, rcl: they
-skip the two programs that allocate or fork from a signal handler).
+instances to test; empty: one skip line), SM_ROOT (repository root), CC (for the linked builds).
 USAGE
             exit 0 ;;
         -*) echo "tests/api/api.sh: unknown option '$arg' (see --help)" >&2; exit 2 ;;
@@ -67,21 +65,11 @@ for inst in $INSTANCES; do
     sm_run "$inst/preload" 90 "$lib" "$T/fork_threads"
     sm_run "$inst/preload" 150 "$lib" "$T/join_burst"
     # fork() from a signal handler that interrupted the allocator (glibc's tst-mallocfork2).
-    # SM_QUEUED_SYNC: instances whose sync policy queues waiters without naming its holder (rcl),
-    # where such a fork can wait for ever (docs/reliability.md); e.g. the ones tests/smc/paper.sh
-    # builds from model lines.
-    case " ${SM_QUEUED_SYNC:-} " in
-    *" $inst "*) sm_skip "$inst/preload/fork_signal" "its sync policy queues waiters: a fork from a handler that interrupted one waits for ever (docs/reliability.md)" ;;
-    *) sm_run "$inst/preload" 150 "$lib" "$T/fork_signal" 200 20 ;;
-    esac
+    sm_run "$inst/preload" 150 "$lib" "$T/fork_signal" 200 20
     sm_run "$inst/preload" 30 "$lib" "$T/early_dlopen"
     sm_run "$inst/preload" 60 "$lib" "$T/rlimit_as"
-    # A signal handler that allocates inside the allocator (docs/reliability.md): known to hang in
-    # SM_QUEUED_SYNC's instances, which skip the program, saying why.
-    case " ${SM_QUEUED_SYNC:-} " in
-    *" $inst "*) sm_skip "$inst/preload/signal_alloc" "hangs: its sync policy queues the handler's call behind the interrupted one (docs/reliability.md)" ;;
-    *) sm_run "$inst/preload" 60 "$lib" "$T/signal_alloc" ;;
-    esac
+    # A signal handler that allocates inside the allocator (docs/reliability.md).
+    sm_run "$inst/preload" 60 "$lib" "$T/signal_alloc"
     unset SM_EXPECT_MALLOC_FROM
 
     sm_run "$inst/dlopen" 30 "" "$T/early_dlopen" "$lib"

@@ -5,12 +5,12 @@
  * combining policy that ran a section for another thread must carry it back: every value must come
  * back exactly once. Then trylock on a held and a free lock, and fork: the lock taken in
  * fork_prepare's place, the child re-creates it and uses it while the parent's threads go on.
- * The policies that name their holder (all but rcl) have three more cases: the owner word, a call
- * from inside its own section (a signal handler's malloc) aborting with one line, and the fork
- * hooks keeping a lock their thread holds.
+ * Every policy names its holder, and has three more cases: the owner word, a call from inside its
+ * own section (a signal handler's malloc) aborting with one line, and the fork hooks keeping a lock
+ * their thread holds.
  * rcl has cases of its own at the end: sections run on its server, the server parks and is woken,
- * the fallbacks (no slot free, server being created), rcl nested in rcl, and no server while the
- * platform pauses spawning. */
+ * the fallbacks (no slot free, server being created), a handler's call while its thread waits for
+ * the server (served), rcl nested in rcl, and no server while the platform pauses spawning. */
 #include <errno.h>
 #include <pthread.h>
 #include <signal.h>
@@ -252,6 +252,7 @@ OWNER_SUITE(ticket)
 OWNER_SUITE(mcslock)
 OWNER_SUITE(ccsynch)
 OWNER_SUITE(flatcombine)
+OWNER_SUITE(rcl)
 #define RUN_OWNER_SUITE(P)              \
     do {                                \
         RUN_CASE(P##_owner_names_holder); \
@@ -389,6 +390,73 @@ static void rcl_fallbacks(void)
     CHECKF(rcl_state(&starting) == SM_SYNC_RCL_STARTING, "state %d", rcl_state(&starting));
 }
 
+/* The server names itself while it runs a section, and a signal handler's call made while its
+ * thread waits for a posted request is served like any request, not refused as a re-entry: the
+ * thread holds nothing then. The section, once it runs on the server, signals its client. In a
+ * child (10 s alarm: a hang fails the case). */
+static struct { pthread_t client; int on_server, named, signalled, handler_ran; } served_case;
+static void handler_section(void *arg)
+{
+    (void)arg;
+    __atomic_store_n(&served_case.handler_ran, 1, __ATOMIC_RELEASE);
+}
+static void on_usr1(int sig)
+{
+    (void)sig;
+    sm_sync_rcl_atomic_exec(&rcl_lock, handler_section, NULL);
+}
+static void signalling_section(void *arg)
+{
+    (void)arg;
+    if (pthread_equal(pthread_self(), served_case.client) || served_case.signalled)
+        return; /* ran on its caller (the fallback), or already done */
+    served_case.on_server = 1;
+    served_case.named = sm_sync_owner_is_self(&rcl_lock.owner);
+    served_case.signalled = 1;
+    pthread_kill(served_case.client, SIGUSR1);
+}
+/* 0, or what went wrong (4: no section ran on the server; 5: the server did not name itself; 6: the
+ * handler's call did not run). */
+static int handler_while_waiting(void)
+{
+    served_case.client = pthread_self();
+    signal(SIGUSR1, on_usr1);
+    for (int i = 0; i < 5 && rcl_state(&rcl_lock) != SM_SYNC_RCL_RUNNING && rcl_state(&rcl_lock) != SM_SYNC_RCL_PARKED; i++)
+        rcl_contend(&rcl_lock, 2, 20000); /* a child has no server until a contended call */
+    pthread_t t;
+    pthread_create(&t, NULL, rcl_hammer_on, &rcl_lock); /* keeps the server awake */
+    for (int i = 0; i < 2000000 && !__atomic_load_n(&served_case.signalled, __ATOMIC_ACQUIRE); i++)
+        sm_sync_rcl_atomic_exec(&rcl_lock, signalling_section, NULL);
+    for (int i = 0; i < 1000 && !__atomic_load_n(&served_case.handler_ran, __ATOMIC_ACQUIRE); i++)
+        usleep(1000);
+    __atomic_store_n(&rcl_stop, 1, __ATOMIC_RELAXED);
+    pthread_join(t, NULL);
+    __atomic_store_n(&rcl_stop, 0, __ATOMIC_RELAXED);
+    signal(SIGUSR1, SIG_DFL);
+    return !served_case.on_server ? 4 : !served_case.named ? 5 : !served_case.handler_ran ? 6 : 0;
+}
+static void handler_while_waiting_in_child(void *unused)
+{
+    (void)unused;
+    sm_sync_rcl_reinit(&rcl_lock); /* forked without the hooks: the parent's server is not here */
+    _exit(handler_while_waiting());
+}
+static void rcl_handler_call_while_waiting_is_served(void)
+{
+#if defined(__SANITIZE_THREAD__)
+    /* ThreadSanitizer makes no thread in a child of a threaded process: here, in the process */
+    int status = handler_while_waiting() << 8;
+    bool said = false;
+#else
+    bool said = false;
+    int status = in_child(handler_while_waiting_in_child, &said);
+#endif
+    CHECKF(WIFEXITED(status) && WEXITSTATUS(status) == 0,
+           "status %#x (exit 4: no section ran on the server; 5: the server did not name itself; 6: the "
+           "handler's call did not run; a signal: it hung or aborted%s)",
+           (unsigned)status, said ? ", with the re-entry line" : "");
+}
+
 /* rcl in rcl, as when a layer's section calls its next layer: outer's sections call inner's. A
  * contended call inside outer's section must not create inner's server (thread creation may
  * allocate and need outer); the same call outside any section does. Then both hammered at once. */
@@ -446,7 +514,7 @@ static void rcl_nested_in_rcl(void)
     memset(&inner_data, 0, sizeof inner_data);
     pthread_t t[THREADS];
     struct section s;
-    sm_sync_rcl_atomic_exec(&rcl_inner, inner_section, NULL); /* inner is on the registry */
+    sm_sync_rcl_atomic_exec(&rcl_inner, inner_section, NULL);
     hold_meanwhile(&t[0], &rcl_inner);
     sm_sync_rcl_atomic_exec(&rcl_outer, outer_section, &s); /* a contended inner call inside outer's section */
     pthread_join(t[0], NULL);
@@ -484,7 +552,7 @@ static void rcl_no_server_while_spawn_paused(void)
 {
     pthread_t t;
     struct whose w;
-    sm_sync_rcl_atomic_exec(&rcl_paused, whose_section, &w); /* on the registry */
+    sm_sync_rcl_atomic_exec(&rcl_paused, whose_section, &w);
     sm_plat_pause_spawn();
     sm_plat_pause_spawn(); /* nested: one resume does not end the pause */
     hold_meanwhile(&t, &rcl_paused);
@@ -536,10 +604,12 @@ int main(void)
     RUN_OWNER_SUITE(mcslock);
     RUN_OWNER_SUITE(ccsynch);
     RUN_OWNER_SUITE(flatcombine);
+    RUN_OWNER_SUITE(rcl);
     RUN_CASE(posix_spin_static_init_matches);
     RUN_CASE(rcl_sections_run_on_the_server);
     RUN_CASE(rcl_parks_and_wakes);
     RUN_CASE(rcl_fallbacks);
+    RUN_CASE(rcl_handler_call_while_waiting_is_served);
     RUN_CASE(rcl_nested_in_rcl);
     RUN_CASE(rcl_no_server_while_spawn_paused);
     return check_end();

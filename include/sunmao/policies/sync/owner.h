@@ -5,7 +5,7 @@
  * as usual, so no other thread is inside a section when the process is copied.
  *
  * A policy that records its holder (spinlock, mutex, posix_spin, ticket, flatcombine, and through
- * queue.h mcslock and ccsynch) embeds an sm_sync_owner_t
+ * queue.h mcslock and ccsynch, and rcl) embeds an sm_sync_owner_t
  * named `owner`, calls sm_sync_enter(l) before it tries to acquire, takes the owner word after it
  * acquires (sm_sync_owner_take), then sm_sync_entered; before it releases, sm_sync_leaving(l) and
  * drops the word (sm_sync_owner_drop); after the release (or a failed try) sm_sync_entered and
@@ -20,9 +20,9 @@
  * Only the holder writes the owner word; the forking thread reads it without the lock (relaxed
  * atomics), and finds its own identity there only if it wrote it and has not cleared it since: the
  * answer is exact for the calling thread, whatever the others do.
- * rcl, whose server thread runs the sections, maps the hooks to lock, unlock and reinit
- * (SM_SYNC_FORK_PLAIN): a fork from a handler that interrupted its section or its wait still waits
- * for ever there (docs/reliability.md). */
+ * rcl names its holder too (a client, or its server), and takes fork_lock and fork_unlock from
+ * SM_SYNC_FORK_LOCK_BY_OWNER with a fork_reinit of its own (its child also forgets the server).
+ * SM_SYNC_FORK_PLAIN maps the hooks to lock, unlock and reinit, for the tests' spy policies. */
 #ifndef SUNMAO_POLICY_SYNC_OWNER_H
 #define SUNMAO_POLICY_SYNC_OWNER_H
 
@@ -182,7 +182,7 @@ SM_INLINE int sm_sync_owner_fork_state(sm_sync_owner_t *o)
     return w == self ? SM_SYNC_FORK_TAKEN : SM_SYNC_FORK_LEFT;
 }
 
-#define SM_SYNC_FORK_BY_OWNER(P)                                                       \
+#define SM_SYNC_FORK_LOCK_BY_OWNER(P)                                                  \
     SM_INLINE void sm_sync_##P##_fork_lock(sm_sync_##P##_t *l)                         \
     {                                                                                  \
         if (sm_sync_owner_is_self(&l->owner)) {                                        \
@@ -204,7 +204,9 @@ SM_INLINE int sm_sync_owner_fork_state(sm_sync_owner_t *o)
     {                                                                                  \
         if (sm_sync_owner_fork_state(&l->owner) == SM_SYNC_FORK_TAKEN)                 \
             sm_sync_##P##_unlock(l);                                                   \
-    }                                                                                  \
+    }
+#define SM_SYNC_FORK_BY_OWNER(P)                                                       \
+    SM_SYNC_FORK_LOCK_BY_OWNER(P)                                                      \
     SM_INLINE void sm_sync_##P##_fork_reinit(sm_sync_##P##_t *l)                       \
     {                                                                                  \
         if (sm_sync_owner_fork_state(&l->owner) == SM_SYNC_FORK_TAKEN) {               \

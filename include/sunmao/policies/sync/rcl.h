@@ -13,33 +13,33 @@
  * be, the server is parked (a contended caller also wakes it), every slot is taken, or the server
  * has not taken its request after SM_SYNC_RCL_PATIENCE looks (it is off the CPU: the client
  * withdraws the request; server and client claim a posted slot by compare-and-swap, so a section
- * runs once). A section that re-enters its own lock deadlocks, as under every policy.
+ * runs once).
  *
- * The server is created on the first contended atomic_exec, by the calling thread, which holds
- * nothing of this lock then. States: unlisted -> no server -> starting -> running <-> parked, or
- * failed (no thread could be made: a plain test-and-set lock). With no work it pauses for 1,024
- * sweeps, then yields, and after SM_SYNC_RCL_IDLE_MS parks on a futex (an idle process burns no
- * core). Parking and posting are a Dekker pair in seq_cst order: the server stores "parked", then
- * rescans the slots; a client stores "posted", then reads the state and wakes a parked server.
+ * Holder (owner.h): whoever holds the word names itself, a client or the server, and a client's
+ * transit names the lock while it takes, waits for or releases the word. So a malloc from a signal
+ * handler that interrupted its own thread's section (run on the caller) aborts with owner.h's line
+ * instead of waiting for ever; one that interrupted a wait for its posted request is served like
+ * any request. The fork hooks are owner.h's (a word the interrupted call holds is kept).
  *
- * Why creating the server cannot deadlock. Thread creation may allocate (glibc: the new thread's
- * DTV), and the allocation may come back to this allocator. To this lock: while the state is
- * "starting" every call runs on its caller under the word, which the creating thread does not
- * hold. To another rcl lock: one server is created at a time per translation unit (a composition
- * is one), through a hand-off word taken by compare-and-swap; the others fall back and retry. To a
- * lock the creating thread holds (a section that calls its next layer, as tlsf_glk's grow, holds
- * its word): a held word stores an address on its holder's stack, every lock ever taken is on a
- * registry, and a server is created only if no held word lies within SM_SYNC_RCL_NEAR of the
- * creator's stack, so a thread inside an rcl section (as caller or as server) never creates one;
- * another thread's stack that near only delays it. Nor while the platform pauses spawning (a
- * request of the dynamic loader's, which may hold a lock pthread_create takes: platform.h).
- * Retries back off (1, 2, 4 .. 1024, then every 1024th contended call). A lock of another policy
- * held by the caller is invisible here: under such a layer, use rcl only where thread creation's
- * allocation does not reach that layer.
+ * The server is created on the first contended atomic_exec, by the calling thread, only if that
+ * thread holds no lock of this composition and is taking none (sm_sync_held and the transit: the
+ * server counts the word it holds too). Thread creation may allocate (glibc: the new thread's DTV),
+ * and the allocation may come back to this allocator: to this lock, which the creator does not
+ * hold, and every call runs on its caller while the state is "starting"; to another rcl lock, whose
+ * server is created later (one at a time per translation unit, through a hand-off word taken by
+ * compare-and-swap: the platform's spawn passes no argument); never to a lock the creator holds.
+ * Nor while the platform pauses spawning (a request of the dynamic loader's, which may hold a lock
+ * pthread_create takes: platform.h). Retries back off (1, 2, 4 .. 1024, then every 1024th
+ * contended call). States: no server -> starting -> running <-> parked, or failed (no thread could
+ * be made: a plain test-and-set lock). With no work the server pauses for 1,024 sweeps, then yields,
+ * and after SM_SYNC_RCL_IDLE_MS parks on a futex (an idle process burns no core). Parking and
+ * posting are a Dekker pair in seq_cst order: the server stores "parked", then rescans the slots; a
+ * client stores "posted", then reads the state and wakes a parked server.
  *
- * Fork: prepare locks; the child's reinit frees the word and the slots and sets "no server", so
- * its first contended call starts a server of its own. Sections run on the server: no errno,
- * thread-local state or err policy in a section (core/layer.h).
+ * Fork child: no server; every slot is freed but the forking thread's own request (a handler that
+ * forked while its thread waited for it: the thread withdraws it and runs it itself), so its first
+ * contended call starts a server of its own. Sections run on the server: no errno, thread-local
+ * state or err policy in a section (core/layer.h).
  * @model: name=rcl kind=policy family=sync alias=RCL */
 #ifndef SUNMAO_POLICY_SYNC_RCL_H
 #define SUNMAO_POLICY_SYNC_RCL_H
@@ -53,9 +53,6 @@
 #ifndef SM_SYNC_RCL_SLOTS
 #define SM_SYNC_RCL_SLOTS 64 /* request slots per lock, a cache line each */
 #endif
-#ifndef SM_SYNC_RCL_NEAR
-#define SM_SYNC_RCL_NEAR ((uintptr_t)256 << 10) /* a held word this near our stack may be ours */
-#endif
 #ifndef SM_SYNC_RCL_PATIENCE
 #define SM_SYNC_RCL_PATIENCE 256 /* looks at its slot before a client withdraws its request */
 #endif
@@ -64,9 +61,8 @@
 #endif
 _Static_assert(SM_SYNC_RCL_SLOTS >= 1 && SM_SYNC_RCL_PATIENCE <= 1024, "rcl: SM_SYNC_RCL_SLOTS >= 1, PATIENCE <= 1024");
 
-/* The lock's state (the server's, and whether it is on the registry). */
-enum { SM_SYNC_RCL_UNLISTED, SM_SYNC_RCL_NOSERVER, SM_SYNC_RCL_STARTING, SM_SYNC_RCL_RUNNING, SM_SYNC_RCL_PARKED,
-       SM_SYNC_RCL_FAILED };
+/* The lock's state (its server's). */
+enum { SM_SYNC_RCL_NOSERVER, SM_SYNC_RCL_STARTING, SM_SYNC_RCL_RUNNING, SM_SYNC_RCL_PARKED, SM_SYNC_RCL_FAILED };
 /* A slot's state: free -> claimed (by a client) -> posted -> taken -> done (by the server) -> free,
  * or posted -> claimed again (withdrawn by its client) -> free. */
 enum { SM_SYNC_RCL_FREE, SM_SYNC_RCL_CLAIMED, SM_SYNC_RCL_POSTED, SM_SYNC_RCL_TAKEN, SM_SYNC_RCL_DONE };
@@ -78,94 +74,111 @@ typedef struct {
 } sm_sync_rcl_slot_t;
 
 typedef struct sm_sync_rcl {
-    SM_CACHE_ALIGNED int state;   /* SM_SYNC_RCL_UNLISTED..FAILED; read by every client; the futex */
+    SM_CACHE_ALIGNED int state;   /* SM_SYNC_RCL_NOSERVER..FAILED; read by every client; the futex */
     unsigned high;                /* slots [0, high) have been claimed at least once */
     unsigned tries;               /* contended calls that wanted to create the server */
-    struct sm_sync_rcl *next;     /* the registry, pushed once, never unlinked */
-    SM_CACHE_ALIGNED uintptr_t word; /* the lock word: 0, or an address on its holder's stack */
-    int waiters;                  /* threads waiting in lock() */
+    SM_CACHE_ALIGNED int word;    /* the lock word: 1 while held */
+    int waiters;                  /* threads waiting in lock() (a hint: > 0 counts) */
+    sm_sync_owner_t owner;        /* the holder: a client, or the server */
     sm_sync_rcl_slot_t slot[SM_SYNC_RCL_SLOTS];
 } sm_sync_rcl_t;
 #define SM_SYNC_rcl_INIT { 0 }
 enum { sm_sync_rcl_thread_safe = 1 };
 
-/* Per translation unit: the registry, its lock (held for a push only), and the lock whose server
- * is being created (the thread reads it: the platform's spawn passes no argument). */
-static int sm_sync_rcl_reglock;
-static sm_sync_rcl_t *sm_sync_rcl_registry;
+/* Per translation unit: the lock whose server is being created (the thread reads it: the
+ * platform's spawn passes no argument), and the slot of the request this thread waits for. */
 static sm_sync_rcl_t *sm_sync_rcl_handoff;
+static __thread sm_sync_rcl_slot_t *sm_sync_rcl_mine __attribute__((tls_model("initial-exec")));
 
-SM_INLINE bool sm_sync_rcl_take(sm_sync_rcl_t *l)
+SM_INLINE bool sm_sync_rcl_grab(sm_sync_rcl_t *l)
 {
-    return !__atomic_load_n(&l->word, __ATOMIC_RELAXED) &&
-           !__atomic_exchange_n(&l->word, (uintptr_t)__builtin_frame_address(0), __ATOMIC_ACQUIRE);
-}
-
-/* Puts l on the registry before its word is first taken (so a held word is always seen). */
-SM_SLOWPATH void sm_sync_rcl_enlist(sm_sync_rcl_t *l)
-{
-    unsigned spins = 1;
-    while (__atomic_exchange_n(&sm_sync_rcl_reglock, 1, __ATOMIC_ACQUIRE))
-        sm_sync_backoff(&spins);
-    if (__atomic_load_n(&l->state, __ATOMIC_RELAXED) == SM_SYNC_RCL_UNLISTED) {
-        sm_sync_rcl_t *m = __atomic_load_n(&sm_sync_rcl_registry, __ATOMIC_RELAXED);
-        while (m && m != l) /* a push that a fork cut short may have happened */
-            m = m->next;
-        if (!m) {
-            l->next = __atomic_load_n(&sm_sync_rcl_registry, __ATOMIC_RELAXED);
-            __atomic_store_n(&sm_sync_rcl_registry, l, __ATOMIC_RELEASE);
-        }
-        __atomic_store_n(&l->state, SM_SYNC_RCL_NOSERVER, __ATOMIC_RELEASE);
-    }
-    __atomic_store_n(&sm_sync_rcl_reglock, 0, __ATOMIC_RELEASE);
+    return !__atomic_load_n(&l->word, __ATOMIC_RELAXED) && !__atomic_exchange_n(&l->word, 1, __ATOMIC_ACQUIRE);
 }
 
 SM_INLINE bool sm_sync_rcl_trylock(sm_sync_rcl_t *l)
 {
-    if (sm_unlikely(__atomic_load_n(&l->state, __ATOMIC_RELAXED) == SM_SYNC_RCL_UNLISTED))
-        sm_sync_rcl_enlist(l);
-    return sm_sync_rcl_take(l);
+    if (__atomic_load_n(&l->word, __ATOMIC_RELAXED))
+        return false;
+    void *prev = sm_sync_enter(l);
+    return sm_sync_tried(prev, &l->owner, !__atomic_exchange_n(&l->word, 1, __ATOMIC_ACQUIRE));
 }
 
-SM_SLOWPATH void sm_sync_rcl_lock_contended(sm_sync_rcl_t *l)
+SM_SLOWPATH void sm_sync_rcl_lock_contended(sm_sync_rcl_t *l, void *interrupted)
 {
+    sm_sync_check_reentry(l, &l->owner, interrupted);
     __atomic_add_fetch(&l->waiters, 1, __ATOMIC_RELAXED); /* the server lets us go first */
     unsigned spins = 0;
-    while (!sm_sync_rcl_take(l))
-        sm_sync_spin(&spins); /* look at every pause: the server leaves a short window */
+    do {
+        sm_sync_transit_mark(sm_sync_transit_waiting(l)); /* held by another: a fork may wait */
+        while (__atomic_load_n(&l->word, __ATOMIC_RELAXED))
+            sm_sync_spin(&spins); /* look at every pause: the server leaves a short window */
+        sm_sync_transit_mark(l);
+    } while (__atomic_exchange_n(&l->word, 1, __ATOMIC_ACQUIRE));
     __atomic_sub_fetch(&l->waiters, 1, __ATOMIC_RELAXED);
 }
 
 SM_INLINE void sm_sync_rcl_lock(sm_sync_rcl_t *l)
 {
-    if (sm_unlikely(!sm_sync_rcl_trylock(l)))
-        sm_sync_rcl_lock_contended(l);
+    void *prev = sm_sync_enter(l);
+    if (sm_unlikely(!sm_sync_rcl_grab(l)))
+        sm_sync_rcl_lock_contended(l, prev);
+    sm_sync_owner_take(&l->owner);
+    sm_sync_entered(prev);
 }
 
-SM_INLINE void sm_sync_rcl_unlock(sm_sync_rcl_t *l) { __atomic_store_n(&l->word, 0, __ATOMIC_RELEASE); }
+SM_INLINE void sm_sync_rcl_unlock(sm_sync_rcl_t *l)
+{
+    void *prev = sm_sync_leaving(l);
+    sm_sync_owner_drop(&l->owner);
+    __atomic_store_n(&l->word, 0, __ATOMIC_RELEASE);
+    sm_sync_entered(prev);
+    sm_sync_leave();
+}
 
-/* Fork child: no server and no client exists; this thread may hold the word (prepare took it). */
+/* Fork child: no server exists, and of the parent's clients only this thread. Its own request, if
+ * a handler forked while it waited for one, keeps its state; the other slots are freed. */
+SM_INLINE void sm_sync_rcl_child_reset(sm_sync_rcl_t *l)
+{
+    l->state = SM_SYNC_RCL_NOSERVER;
+    l->tries = 0;
+    l->waiters = 0;
+    for (unsigned i = 0; i < (SM_SYNC_RCL_SLOTS); i++)
+        if (&l->slot[i] != sm_sync_rcl_mine)
+            l->slot[i].state = SM_SYNC_RCL_FREE;
+    sm_sync_rcl_handoff = NULL; /* a parent thread may have been creating a server */
+}
 SM_INLINE void sm_sync_rcl_reinit(sm_sync_rcl_t *l)
 {
+    l->owner = 0;
     l->word = 0;
-    l->waiters = 0;
-    l->high = 0;
-    l->tries = 0;
-    if (l->state != SM_SYNC_RCL_UNLISTED)
-        l->state = SM_SYNC_RCL_NOSERVER;
-    for (unsigned i = 0; i < (SM_SYNC_RCL_SLOTS); i++)
-        l->slot[i].state = SM_SYNC_RCL_FREE;
-    sm_sync_rcl_reglock = 0;    /* a thread of the parent's may have held it */
-    sm_sync_rcl_handoff = NULL; /* or been creating a server */
+    sm_sync_rcl_child_reset(l);
 }
-SM_SYNC_FORK_PLAIN(rcl)
+SM_SYNC_FORK_LOCK_BY_OWNER(rcl)
+SM_INLINE void sm_sync_rcl_fork_reinit(sm_sync_rcl_t *l)
+{
+    if (sm_sync_owner_fork_state(&l->owner) == SM_SYNC_FORK_TAKEN) {
+        sm_sync_rcl_reinit(l);
+        sm_sync_held_add((unsigned)-1); /* taken in prepare, gone with the re-creation */
+    } else {
+        sm_sync_rcl_child_reset(l); /* the word stays with its holder: kept, or left (owner.h) */
+    }
+}
 
-/* The server takes the word for a sweep, after the lock() waiters (for a bounded spin). */
+/* The server takes the word for a sweep, after the lock() waiters (for a bounded spin), and counts
+ * it as held: a section it runs may not create another lock's server (header comment). */
 SM_SLOWPATH void sm_sync_rcl_serve_take(sm_sync_rcl_t *l)
 {
     unsigned spins = 0;
-    while ((spins < 1024 && __atomic_load_n(&l->waiters, __ATOMIC_RELAXED)) || !sm_sync_rcl_take(l))
+    while ((spins < 1024 && __atomic_load_n(&l->waiters, __ATOMIC_RELAXED) > 0) || !sm_sync_rcl_grab(l))
         sm_sync_spin(&spins);
+    sm_sync_held_add(1);
+    sm_sync_owner_take(&l->owner);
+}
+SM_INLINE void sm_sync_rcl_serve_release(sm_sync_rcl_t *l)
+{
+    sm_sync_owner_drop(&l->owner);
+    __atomic_store_n(&l->word, 0, __ATOMIC_RELEASE);
+    sm_sync_held_add((unsigned)-1);
 }
 
 /* One sweep over the slots; true if it ran a section. */
@@ -188,13 +201,13 @@ SM_SLOWPATH bool sm_sync_rcl_sweep(sm_sync_rcl_t *l)
         s->fn(s->arg);
         __atomic_store_n(&s->state, SM_SYNC_RCL_DONE, __ATOMIC_RELEASE); /* its client may go */
         ran = true;
-        if (__atomic_load_n(&l->waiters, __ATOMIC_RELAXED)) {
-            sm_sync_rcl_unlock(l);
+        if (__atomic_load_n(&l->waiters, __ATOMIC_RELAXED) > 0) {
+            sm_sync_rcl_serve_release(l);
             held = false;
         }
     }
     if (held)
-        sm_sync_rcl_unlock(l);
+        sm_sync_rcl_serve_release(l);
     return ran;
 }
 
@@ -240,18 +253,11 @@ SM_SLOWPATH void *sm_sync_rcl_server(void *unused)
     return NULL;
 }
 
-/* True if the calling thread may hold an rcl lock's word (be inside its section): a word holds an
- * address on its holder's stack, and one within SM_SYNC_RCL_NEAR of ours may be ours (a thread
- * whose stack is that near only delays the server). */
-SM_SLOWPATH bool sm_sync_rcl_holds_any(void)
+/* True if the calling thread holds a lock of this composition (as a client or as a server), or is
+ * taking or releasing one: a thread it creates might allocate from that layer (header comment). */
+SM_INLINE bool sm_sync_rcl_holds_any(void)
 {
-    uintptr_t me = (uintptr_t)__builtin_frame_address(0);
-    for (const sm_sync_rcl_t *m = __atomic_load_n(&sm_sync_rcl_registry, __ATOMIC_ACQUIRE); m; m = m->next) {
-        uintptr_t w = __atomic_load_n(&m->word, __ATOMIC_RELAXED);
-        if (w && (w > me ? w - me : me - w) < (SM_SYNC_RCL_NEAR))
-            return true;
-    }
-    return false;
+    return __atomic_load_n(&sm_sync_held, __ATOMIC_RELAXED) != 0 || sm_sync_transit_now() != NULL;
 }
 
 /* Creates the server if this call may (header comment); the caller holds nothing of l. */
@@ -286,6 +292,8 @@ static __attribute__((noinline)) bool sm_sync_rcl_post(sm_sync_rcl_t *l, void (*
             !__atomic_compare_exchange_n(&s->state, &free_, SM_SYNC_RCL_CLAIMED, false, __ATOMIC_ACQUIRE,
                                          __ATOMIC_RELAXED))
             continue;
+        sm_sync_rcl_slot_t *outer = sm_sync_rcl_mine; /* a handler's request nests in its thread's */
+        *(sm_sync_rcl_slot_t *volatile *)&sm_sync_rcl_mine = s;
         unsigned high = __atomic_load_n(&l->high, __ATOMIC_RELAXED);
         while (high <= i && !__atomic_compare_exchange_n(&l->high, &high, i + 1, false, __ATOMIC_SEQ_CST,
                                                          __ATOMIC_RELAXED))
@@ -314,22 +322,17 @@ static __attribute__((noinline)) bool sm_sync_rcl_post(sm_sync_rcl_t *l, void (*
             sm_sync_spin(&spins);
         }
         __atomic_store_n(&s->state, SM_SYNC_RCL_FREE, __ATOMIC_RELEASE);
+        *(sm_sync_rcl_slot_t *volatile *)&sm_sync_rcl_mine = outer;
         return true;
     }
     return false;
 }
 
-/* No server running, and the word was held (or the lock is not listed yet): start the server or
- * wake it for the next sections, and run this one here. */
+/* No server running, and the word was held: start the server or wake it for the next sections,
+ * and run this one here. */
 SM_SLOWPATH void sm_sync_rcl_contended(sm_sync_rcl_t *l, void (*fn)(void *), void *arg)
 {
     int s = __atomic_load_n(&l->state, __ATOMIC_ACQUIRE);
-    if (s == SM_SYNC_RCL_UNLISTED) {
-        sm_sync_rcl_enlist(l);
-        if (sm_sync_rcl_take(l))
-            goto run;
-        s = __atomic_load_n(&l->state, __ATOMIC_ACQUIRE);
-    }
     if (s == SM_SYNC_RCL_NOSERVER) {
         sm_sync_rcl_start(l);
     } else if (s == SM_SYNC_RCL_PARKED) {
@@ -339,18 +342,16 @@ SM_SLOWPATH void sm_sync_rcl_contended(sm_sync_rcl_t *l, void (*fn)(void *), voi
             sm_plat_wake(&l->state);
     }
     sm_sync_rcl_lock(l);
-run:
     fn(arg);
     sm_sync_rcl_unlock(l);
 }
 
 SM_HOT void sm_sync_rcl_atomic_exec(sm_sync_rcl_t *l, void (*fn)(void *), void *arg)
 {
-    int s = __atomic_load_n(&l->state, __ATOMIC_RELAXED);
-    if (sm_likely(s == SM_SYNC_RCL_RUNNING)) {
+    if (sm_likely(__atomic_load_n(&l->state, __ATOMIC_RELAXED) == SM_SYNC_RCL_RUNNING)) {
         if (sm_likely(sm_sync_rcl_post(l, fn, arg)))
             return;
-    } else if (s != SM_SYNC_RCL_UNLISTED && sm_sync_rcl_take(l)) {
+    } else if (sm_sync_rcl_trylock(l)) {
         fn(arg); /* no server running and the word was free */
         sm_sync_rcl_unlock(l);
         return;

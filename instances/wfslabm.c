@@ -27,7 +27,10 @@
  *               blocks are dropped (MADV_DONTNEED) and kept in locked bins by log2 of their page
  *               count, the tails of exited threads' regions on an orphan list; blocks above 64 MiB
  *               or aligned above a page are mappings of their own (2 MiB-aligned from 2 MiB),
- *               unmapped when freed. A registry lock (test-and-test-and-set) guards the map's
+ *               unmapped when freed. A realloc's large growth moves pages instead of copying them:
+ *               a mapping grows in place or moves (mremap), a carved block moves into a mapping of
+ *               its own, its range left mapped and empty (MREMAP_DONTUNMAP), and the large part's
+ *               direct blocks move with their word. A registry lock (test-and-test-and-set) guards the map's
  *               updates but the carve's, the bins, the orphans and arena reservation; fork takes it
  *               (os/mmap_heap.h, os/mmap_heap/thread_heap.h)
  *   large part  power-of-two classes 4 KiB .. 1 MiB: a lock-free free stack per class, else a block
@@ -864,6 +867,27 @@ WF_HOT bool os_getmeta(void *p, size_t *usable)
     return true;
 }
 
+/* A mapping made longer where the pages after it are free. mremap refuses a range of two kernel
+ * mappings (a block moved once: its moved pages and the fresh tail) with EFAULT; then a mapping
+ * placed right after it, only if nothing is there, extends it. */
+static bool os_grow_inplace(void *p, size_t size, size_t want)
+{
+    if (mremap(p, size, want, 0) != MAP_FAILED)
+        return true;
+#ifdef MAP_FIXED_NOREPLACE
+    if (errno == EFAULT) {
+        char *at = (char *)p + size;
+        void *q = mmap(at, want - size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED_NOREPLACE,
+                       -1, 0);
+        if (q == at)
+            return true;
+        if (q != MAP_FAILED)
+            munmap(q, want - size);
+    }
+#endif
+    return false;
+}
+
 /* In place: a mapping shrinks (its tail unmapped) or grows where the pages after it are free;
  * a carved block takes only what fits. */
 WF_HOT bool os_resize(void *p, size_t n)
@@ -877,13 +901,76 @@ WF_HOT bool os_resize(void *p, size_t n)
     size_t want = wf_up(n ? n : 1, os_page_size());
     if (want == size)
         return true;
-    if (want > size && mremap(p, size, want, 0) == MAP_FAILED)
+    if (want > size && !os_grow_inplace(p, size, want))
         return false;
     os_lock();
     os_record(p, want | OS_DIRECT); /* its node exists */
     os_unlock();
     if (want < size)
         os_unmap((char *)p + want, size - want);
+    return true;
+}
+
+/* A live block the program holds, given at least n bytes at another address by moving its pages
+ * (a realloc's growth, no copy). A mapping grows in place or moves whole, its new place recorded
+ * and the old cleared before the move; a carved block's pages move into a mapping of their own,
+ * the carved range staying mapped, empty (MREMAP_DONTUNMAP), and freed after. False: unchanged. */
+#ifndef MREMAP_DONTUNMAP
+#define MREMAP_DONTUNMAP 4
+#endif
+WF_SLOW bool os_move(void **pp, size_t n)
+{
+    void *p = *pp;
+    uintptr_t w = os_word(p);
+    if (!os_live(w) || n > SIZE_MAX / 2)
+        return false;
+    size_t size = w & ~(uintptr_t)OS_KIND;
+    size_t want = wf_up(n ? n : 1, os_page_size());
+    if (w & OS_DIRECT) {
+        if (os_resize(p, n))
+            return true;
+    } else if (want <= size) {
+        return false;
+    }
+    char *q = os_map(want);
+    if (!q)
+        return false;
+    if (!(w & OS_DIRECT) && HUGE_PAGES && want >= HUGE_BYTES)
+        os_hint_huge(q, want);
+    os_lock();
+    bool ok = os_record(q, want | OS_DIRECT);
+    if (ok && (w & OS_DIRECT))
+        os_record(p, 0); /* its node exists */
+    os_unlock();
+    bool moved = false;
+    if (ok && (w & OS_DIRECT)) {
+        moved = mremap(p, size, size, MREMAP_MAYMOVE | MREMAP_FIXED, q) == (void *)q;
+        if (!moved && errno == EFAULT) { /* several kernel mappings: 2 MiB at a time, copied where one straddles */
+            for (size_t off = 0; off < size; off += (size_t)2 << 20) {
+                size_t k = size - off < ((size_t)2 << 20) ? size - off : (size_t)2 << 20;
+                if (mremap((char *)p + off, k, k, MREMAP_MAYMOVE | MREMAP_FIXED, q + off) != (void *)(q + off))
+                    memcpy(q + off, (char *)p + off, k);
+            }
+            os_unmap(p, size);
+            moved = true;
+        }
+    } else if (ok) {
+        moved = mremap(p, size, size, MREMAP_MAYMOVE | MREMAP_FIXED | MREMAP_DONTUNMAP, q) == (void *)q;
+    }
+    if (!moved) {
+        if (ok) {
+            os_lock();
+            os_record(q, 0);
+            if (w & OS_DIRECT)
+                os_record(p, w);
+            os_unlock();
+        }
+        os_unmap(q, want);
+        return false;
+    }
+    if (!(w & OS_DIRECT))
+        os_free(p, size, true);
+    *pp = q;
     return true;
 }
 
@@ -1132,6 +1219,26 @@ WF_HOT bool lg_resize(void *p, size_t n)
     if (!w)
         return os_resize(p, n);
     return (w & LG_STATE) == LG_LIVE && n <= (w & ~(uintptr_t)LG_BITS);
+}
+
+/* A direct block moves with its word (claimed before the move, written at the new address after
+ * where the granule allows: else the block is the os part's from then on); a class block stays. */
+WF_SLOW bool lg_move(void **pp, size_t n)
+{
+    void *p = *pp;
+    uintptr_t w = lg_word(p);
+    if (!w)
+        return os_move(pp, n);
+    if ((w & LG_STATE) != LG_LIVE || !(w & LG_DIRECT) || !lg_claim(p, w, 0))
+        return false;
+    size_t want = n > SIZE_MAX / 2 ? n : wf_up(n ? n : 1, LG_GRANULE);
+    if (!os_move(pp, want)) {
+        lg_set_words(p, 1, w); /* its node exists: one store */
+        return false;
+    }
+    if (wf_is_aligned(*pp, LG_GRANULE))
+        (void)lg_set_words(*pp, LG_GRANULE, want | LG_DIRECT | LG_LIVE);
+    return true;
 }
 
 /* Each class's stack is taken whole (allocations meanwhile carve), its blocks purged but the
@@ -1571,6 +1678,15 @@ WF_HOT bool sl_resize(void *p, size_t n)
     return n <= g->size;
 }
 
+/* Its objects stay in their slabs; other blocks are the large part's to move. */
+WF_SLOW bool sl_move(void **pp, size_t n)
+{
+    uintptr_t w;
+    const struct slab_geo *g;
+    size_t i;
+    return !sl_locate(*pp, &w, &g, &i) && !w && lg_move(pp, n);
+}
+
 /* All-free slabs of the partial stacks move to the empty stack, whose slabs are then purged past
  * their header's page: all of them (all), or all but TLLABS. Then the large part's release. */
 WF_HOT size_t sl_release(bool all, uint64_t now_ms, uint64_t *next_ms)
@@ -1868,7 +1984,11 @@ WF_EXPORT void *WF_API(realloc)(void *ptr, size_t size)
         if (now / 2 < size || now - size < os_page_size())
             return ptr;
     }
-    void *moved = sock_alloc(size, MIN_ALIGN, false);
+    /* A large growth moves the pages where the parts can (no copy): as the framework's socket does. */
+    void *moved = ptr;
+    if (size > usable && usable >= ((size_t)4 << 20) && sl_move(&moved, size))
+        return moved;
+    moved = sock_alloc(size, MIN_ALIGN, false);
     if (!moved)
         return size <= usable ? ptr : NULL; /* a shrink that cannot move still succeeds */
     sock_move_copy((char *)moved, (char *)ptr, size < usable ? size : usable);

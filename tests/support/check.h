@@ -93,19 +93,29 @@ static inline unsigned char check_pattern_byte(const void *block, size_t i, unsi
     size_t x = (size_t)block ^ (i * 0x9e3779b1u) ^ seed;
     return (unsigned char)(x ^ (x >> 11) ^ (x >> 23));
 }
-static inline void check_fill(void *block, size_t n, unsigned seed)
+/* origin: what the pattern follows besides the offset (the block's address, or NULL: a block that
+ * may move, as a realloc or a MOVE does). */
+static inline void check_fill_from(void *block, size_t n, unsigned seed, const void *origin)
 {
     unsigned char *b = (unsigned char *)block;
     for (size_t i = 0; i < n; i++)
-        b[i] = check_pattern_byte(block, i, seed);
+        b[i] = check_pattern_byte(origin, i, seed);
 }
-static inline int check_verify(const void *block, size_t n, unsigned seed)
+static inline int check_verify_from(const void *block, size_t n, unsigned seed, const void *origin)
 {
     const unsigned char *b = (const unsigned char *)block;
     for (size_t i = 0; i < n; i++)
-        if (b[i] != check_pattern_byte(block, i, seed))
+        if (b[i] != check_pattern_byte(origin, i, seed))
             return 0;
     return 1;
+}
+static inline void check_fill(void *block, size_t n, unsigned seed) { check_fill_from(block, n, seed, block); }
+static inline int check_verify(const void *block, size_t n, unsigned seed) { return check_verify_from(block, n, seed, block); }
+/* A block that may move: the pattern follows the offset only. */
+static inline void check_fill_movable(void *block, size_t n, unsigned seed) { check_fill_from(block, n, seed, NULL); }
+static inline int check_verify_moved(const void *block, size_t n, unsigned seed)
+{
+    return check_verify_from(block, n, seed, NULL);
 }
 
 /* Runs fn(arg) in a forked child whose stderr goes into out (n bytes, NUL-terminated; the first

@@ -5,7 +5,8 @@
  * says and a free of a block the fake never gave out is counted as a contract violation.
  * With FAKE_MOVE defined it also offers MOVE, as mmap_heap's remap does for a large block: a live
  * block's contents at a new address, the old block given back (obj.moves counts them; while
- * obj.refuse_moves is set every move is refused). */
+ * obj.refuse_moves is set every move is refused; the new block is aligned to obj.move_align, 0:
+ * the fake's 16 bytes). */
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
@@ -25,7 +26,8 @@ static struct {
     unsigned long allocs, frees, failed, bad_frees, creates, forks, thread_exits, purges, bad_purges, releases;
     unsigned long moves;
     bool refuse_moves;
-} SM_FN(obj) = { PTHREAD_MUTEX_INITIALIZER, { { 0, 0 } }, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, false };
+    size_t move_align;
+} SM_FN(obj) = { PTHREAD_MUTEX_INITIALIZER, { { 0, 0 } }, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, false, 0 };
 
 enum { SM_FN(thread_safe) = 1, SM_FN(min_align) = 16, SM_FN(zeroed) = 0 };
 
@@ -123,7 +125,8 @@ static inline void SM_FN(fork_child)(void) { pthread_mutex_init(&SM_FN(obj).lock
 #ifdef FAKE_MOVE
 static inline bool SM_FN(move)(sm_mctx_t *c, size_t n)
 {
-    sm_mctx_t old = sm_mctx_block(c->ptr, 0, 0), fresh = sm_mctx_alloc(n, SM_FN(min_align), 0);
+    size_t align = SM_FN(obj).move_align ? SM_FN(obj).move_align : SM_FN(min_align);
+    sm_mctx_t old = sm_mctx_block(c->ptr, 0, 0), fresh = sm_mctx_alloc(n, align, 0);
     void *q;
     if (SM_FN(obj).refuse_moves || !SM_FN(getmeta)(&old) || !(q = SM_FN(alloc)(&fresh)))
         return false;

@@ -130,6 +130,67 @@ static void test_resize(void)
     CHECK(sg_free_bytes() == sg_obj.carved);
 }
 
+/* Capability MOVE, over a next layer that has it (sm over fm) and one that has not (sg over fk): a
+ * direct block moves with its word (registered at its new address when the granule allows, else
+ * the next layer's from then on), its contents intact and its old word gone; a class block, a
+ * refused move and a layer below without MOVE leave the block where and as it was; a block of the
+ * next layer's own is forwarded. */
+_Static_assert(SM_HAS_CAP(sm, SM_CAP_MOVE) && !SM_HAS_CAP(sg, SM_CAP_MOVE), "MOVE offered as the next layer has it");
+static void test_move(void)
+{
+    size_t carved = sm_obj.carved;
+    for (int aligned = 1; aligned >= 0; aligned--) {
+        fm_obj.move_align = aligned ? 4096 : 0;
+        char *p = sm_t_alloc(200 * KiB, 16); /* above half a 64 KiB chunk: direct */
+        check_fill_movable(p, 200 * KiB, 3);
+        unsigned long moves = fm_obj.moves;
+        sm_mctx_t c = sm_mctx_block(p, 0, 0);
+        CHECK(sm_move(&c, 300 * KiB + 1) && c.ptr != p && fm_obj.moves == moves + 1);
+        CHECK(check_verify_moved(c.ptr, 200 * KiB, 3));
+        CHECKF(sm_word(p) == 0, "old word %#lx", (unsigned long)sm_word(p));
+        if (aligned)
+            CHECKF(sm_word(c.ptr) != 0 && sm_t_usable(c.ptr) == 304 * KiB, "moved block: word %#lx, usable %zu",
+                   (unsigned long)sm_word(c.ptr), sm_t_usable(c.ptr));
+        else
+            CHECK(sm_word(c.ptr) == 0 && sm_t_usable(c.ptr) >= 300 * KiB + 1); /* the next layer's now */
+        memset((char *)c.ptr + 200 * KiB, 5, 100 * KiB + 1);
+        sm_mctx_t again = c; /* and once more, from where it is now */
+        CHECK(sm_move(&again, 400 * KiB) && again.ptr != c.ptr && check_verify_moved(again.ptr, 200 * KiB, 3));
+        sm_t_free(again.ptr);
+    }
+    fm_obj.move_align = 0;
+
+    char *k = sm_t_alloc(16 * KiB, 16); /* a class block stays */
+    check_fill_movable(k, 16 * KiB, 4);
+    sm_mctx_t ck = sm_mctx_block(k, 0, 0);
+    CHECK(!sm_move(&ck, 64 * KiB) && ck.ptr == k && sm_t_usable(k) == 16 * KiB && check_verify_moved(k, 16 * KiB, 4));
+    sm_t_free(k);
+
+    char *d = sm_t_alloc(100 * KiB, 16); /* a refused move leaves the block ours */
+    check_fill_movable(d, 100 * KiB, 6);
+    fm_obj.refuse_moves = true;
+    sm_mctx_t cd = sm_mctx_block(d, 0, 0);
+    CHECK(!sm_move(&cd, 200 * KiB) && cd.ptr == d && sm_t_usable(d) == 100 * KiB && check_verify_moved(d, 100 * KiB, 6));
+    fm_obj.refuse_moves = false;
+    sm_t_free(d);
+    CHECK(sm_word(d) == 0);
+
+    sm_mctx_t f = sm_mctx_alloc(8 * KiB, 16, 0); /* the next layer's own block: forwarded */
+    char *own = fm_alloc(&f);
+    check_fill_movable(own, 8 * KiB, 8);
+    sm_mctx_t co = sm_mctx_block(own, 0, 0);
+    CHECK(sm_move(&co, 16 * KiB) && co.ptr != own && check_verify_moved(co.ptr, 8 * KiB, 8));
+    sm_mctx_t fo = sm_mctx_block(co.ptr, 0, 0);
+    fm_free(&fo);
+
+    char *g = sg_t_alloc(3 * MiB, 16); /* no MOVE below: declined */
+    check_fill_movable(g, 3 * MiB, 9);
+    sm_mctx_t cg = sm_mctx_block(g, 0, 0);
+    CHECK(!sg_move(&cg, 5 * MiB) && cg.ptr == g && sg_t_usable(g) == 3 * MiB && check_verify_moved(g, 3 * MiB, 9));
+    sg_t_free(g);
+    CHECK(sm_free_bytes() == sm_obj.carved && sm_obj.carved >= carved);
+}
+
 /* Small chunks: requests above a chunk get their own; running out is ENOMEM, then recovers. */
 static void test_growth_and_out_of_memory(void)
 {

@@ -934,6 +934,40 @@ static void remap_failure_leaves_the_block_intact(void)
     CHECK(errors[SM_ERR_INVALID_FREE] == 0 && errors[SM_ERR_DOUBLE_FREE] == 0);
 }
 
+/* MOVE of a carved block (a realloc's growth past the thread heap): its pages go to a mapping of
+ * their own, not copied; its carved range stays mapped, empty, and goes back to the heap for reuse.
+ * The new block is a direct one from then on (freed by unmapping). */
+static void move_carries_a_carved_block_out(void)
+{
+    size_t page = sm_plat_page_size(), len = 128 << 10;
+    sm_mctx_t t = ALLOC(mmt, len, 16);
+    CHECK(t.ptr != NULL && usable_of(mmt_getmeta_fn, t.ptr) == len);
+    check_fill_movable(t.ptr, len, 61);
+    sm_mctx_t r = sm_mctx_block(t.ptr, 0, 0);
+    if (!mmt_move(&r, 4 * len + 1)) {
+        CHECK(r.ptr == t.ptr && usable_of(mmt_getmeta_fn, t.ptr) == len && check_verify_moved(t.ptr, len, 61));
+        check_skip("move_carries_a_carved_block_out", "this kernel cannot move part of a mapping (MREMAP_DONTUNMAP)");
+        FREE(mmt, t.ptr, 0, 0);
+        return;
+    }
+    char *q = (char *)r.ptr;
+    CHECK(q != t.ptr && usable_of(mmt_getmeta_fn, q) == sm_align_up(4 * len + 1, page));
+    CHECK(check_verify_moved(q, len, 61) && resident_pages(q, len) == len / page); /* moved, resident */
+    char *tail = q + len; /* the rest is fresh, zero */
+    size_t zero = 0;
+    for (size_t i = 0; i < 3 * len; i++)
+        zero += tail[i] == 0;
+    CHECK(zero == 3 * len);
+    CHECKF(is_mapped(t.ptr, len) && resident_pages(t.ptr, len) <= 1 /* the bin's link */ && usable_of(mmt_getmeta_fn, t.ptr) == 0,
+           "old range: mapped %d, %zu pages resident, usable %zu", is_mapped(t.ptr, len), (size_t)resident_pages(t.ptr, len),
+           usable_of(mmt_getmeta_fn, t.ptr));
+    sm_mctx_t again = ALLOC(mmt, len, 16); /* the carved range is free for reuse */
+    CHECKF(again.ptr == t.ptr, "the old range %p was not reused (got %p)", t.ptr, again.ptr);
+    FREE(mmt, again.ptr, 0, 0);
+    FREE(mmt, q, 0, 0);
+    CHECK(unmapped(q) && errors[SM_ERR_INVALID_FREE] == 0 && errors[SM_ERR_DOUBLE_FREE] == 0);
+}
+
 /* Remap moves a block and leaves its old pages to the kernel, which may hand them to another
  * thread's mapping at once. The old address's registry entry must be gone before that can happen:
  * cleared after the move, it erased the new block's fresh entry, whose free was then reported as
@@ -1468,6 +1502,7 @@ int main(void)
     RUN_CASE(remap_moves_a_block_of_two_mappings_again);
     RUN_CASE(move_pieces_carries_a_range_of_three_mappings);
     RUN_CASE(remap_failure_leaves_the_block_intact);
+    RUN_CASE(move_carries_a_carved_block_out);
     RUN_CASE(remap_racing_maps_keep_their_registration);
     RUN_CASE(faa_used_up_arena_is_followed_by_a_new_one); /* these share mmf's state, in this order */
     RUN_CASE(faa_overshoot_names_no_region);

@@ -22,6 +22,7 @@
 #include <sunmao/layers/core/segfit_lf.h>
 
 #define SM_LAYER fm
+#define FAKE_MOVE 1
 #include "tests/support/fake_next.h"
 #define SM_LAYER sm
 #define SM_NEXT fm
@@ -122,6 +123,7 @@ int main(void)
     RUN_CASE(test_alignment);
     RUN_CASE(test_bad_frees);
     RUN_CASE(test_resize);
+    RUN_CASE(test_move);
     RUN_CASE(test_growth_and_out_of_memory);
     RUN_CASE(test_threads);
     RUN_CASE(test_release);

@@ -19,7 +19,8 @@
  *                                 reserved at a time (MAP_NORESERVE), page-map nodes created with it
  * Properties: thread-safe, page-aligned blocks, always zero-filled (SM_F_FRESH on every result).
  * Capabilities: MAPPING (L_remap grows a direct block, moving it if need be; L_split cuts one;
- * L_join makes two adjacent ones one).
+ * L_join makes two adjacent ones one); MOVE (a direct block as remap moves it, a carved one into a
+ * mapping of its own).
  *
  * Invariants: every block handed out is recorded in a page map keyed by its first page, holding its
  * size and kind (direct: a mapping of its own; carved: from a thread region, whose page-map nodes
@@ -453,8 +454,47 @@ SM_SLOWPATH SM_UNUSED bool SM_FN(remap)(sm_mctx_t *c, size_t n)
     return false;
 }
 
-/* Capability MOVE: a direct block the program holds moves as remap moves it. */
-SM_INLINE bool SM_FN(move)(sm_mctx_t *c, size_t n) { return SM_FN(remap)(c, n); }
+/* A carved block's pages moved into a mapping of their own, n bytes long (the tail fresh pages);
+ * the carved range stays mapped, empty, and goes back to its heap as a free does. The new mapping
+ * is recorded before the move and the old block freed after it, so every address is ours or the
+ * kernel's at each step; a kernel that cannot move part of a mapping (sm_plat_move_out) leaves
+ * the block where it is (false: the caller copies). */
+SM_SLOWPATH bool SM_FN(move_carved)(sm_mctx_t *c, size_t n, uintptr_t w)
+{
+    size_t size = w & ~(uintptr_t)SM_FN(w_kind_mask);
+    if (n > SIZE_MAX / 2)
+        return false;
+    size_t want = sm_align_up(n ? n : 1, SM_FN(granularity)());
+    if (want <= size)
+        return false; /* it fits: nothing to move */
+    char *q = (char *)sm_plat_map(want);
+    if (!q)
+        return false;
+    SM_FN(hint_pages)(q, want, SM_OPT_HUGE_PAGES && want >= SM_FN(huge_bytes));
+    if (!SM_FN(record_2)(q, want | SM_FN(w_direct), NULL, 0)) {
+        sm_plat_unmap(q, want);
+        return false;
+    }
+    if (sm_plat_move_out(c->ptr, size, q) != 0) {
+        SM_FN(record_2)(q, 0, NULL, 0); /* its node exists: cannot fail */
+        sm_plat_unmap(q, want);
+        return false;
+    }
+    sm_mctx_t old = sm_mctx_block(c->ptr, size, SM_F_SIZED);
+    SM_FN(free)(&old);
+    c->ptr = q;
+    return true;
+}
+
+/* Capability MOVE: a direct block the program holds moves as remap moves it; a carved one into a
+ * mapping of its own (move_carved), so a block that outgrows the thread heap is not copied. */
+SM_INLINE bool SM_FN(move)(sm_mctx_t *c, size_t n)
+{
+    uintptr_t w = SM_FN(word)(c->ptr);
+    if (SM_FN(word_live)(w) && (w & SM_FN(w_carved)))
+        return SM_FN(move_carved)(c, n, w);
+    return SM_FN(remap)(c, n);
+}
 
 SM_INLINE void SM_FN(thread_exit)(void)
 {

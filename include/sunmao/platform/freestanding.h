@@ -59,6 +59,12 @@ static inline int sm_plat_remap_to(void *p, size_t old_size, size_t new_size, vo
     errno = ENOMEM;
     return -1;
 }
+static inline int sm_plat_move_out(void *p, size_t size, void *dest)
+{
+    (void)p, (void)size, (void)dest;
+    errno = ENOMEM;
+    return -1;
+}
 static inline int sm_plat_purge(void *p, size_t size, bool lazy)
 {
     (void)p, (void)size, (void)lazy;

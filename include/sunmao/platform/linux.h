@@ -33,6 +33,7 @@
 #if !defined(MAP_ANONYMOUS) || !defined(SA_SIGINFO) || !defined(CLOCK_MONOTONIC_COARSE)
 #error "sunmao needs the C library's POSIX and Linux interfaces, which strict ISO C mode (-std=c11, -std=c17) hides: build with -std=gnu11 or later (the compilers' default), or add -D_DEFAULT_SOURCE (or -D_GNU_SOURCE) to the compiler's flags"
 #endif
+#define SM_PLAT_MREMAP_DONTUNMAP 4 /* MREMAP_DONTUNMAP: Linux 5.7's value; older headers lack it */
 #ifndef MREMAP_MAYMOVE /* no _GNU_SOURCE when the first system header was read: declare them ourselves */
 #define MREMAP_MAYMOVE 1
 #define MREMAP_FIXED   2
@@ -174,6 +175,19 @@ static inline int sm_plat_remap_to(void *p, size_t old_size, size_t new_size, vo
         return -1;
     sm_plat_move_pieces(p, old_size, dest);
     return 0;
+}
+
+/* Moves the pages of [p, p + size), part of a larger mapping, onto [dest, dest + size), a range the
+ * caller has mapped, and leaves [p, p + size) mapped and empty (it reads as zero): so the mapping
+ * around it keeps no hole another thread's mmap could take (MREMAP_DONTUNMAP, Linux 5.7). -1
+ * (errno set) leaves both as they were: an older kernel, or a range of several kernel mappings. */
+static inline int sm_plat_move_out(void *p, size_t size, void *dest)
+{
+    if (SM_PLAT_FAULT(SM_PLAT_OP_REMAP)) {
+        errno = ENOMEM;
+        return -1;
+    }
+    return mremap(p, size, size, MREMAP_MAYMOVE | MREMAP_FIXED | SM_PLAT_MREMAP_DONTUNMAP, dest) == dest ? 0 : -1;
 }
 
 /* Give the physical pages back but keep the range mapped. MADV_DONTNEED drops RSS at once (what

@@ -11,7 +11,9 @@
  *            lazy) drop pages, keep them mapped (not lazy: they read as zero); sm_plat_hint_huge,
  *            sm_plat_hint_nohuge;
  *            sm_plat_remap_inplace(p, old, new) 0/-1 without moving; sm_plat_remap_to(p, old, new,
- *            dest) move onto a range the caller mapped; sm_plat_sbrk(incr) old break or NULL;
+ *            dest) move onto a range the caller mapped; sm_plat_move_out(p, size, dest) move part
+ *            of a mapping onto a range the caller mapped, leaving p mapped and empty (0/-1: -1 where
+ *            the kernel cannot); sm_plat_sbrk(incr) old break or NULL;
  *            sm_plat_protect(p, n, accessible) 0/-1 (n = 0: whether pages can be protected here);
  *            sm_plat_protect_apart(p, n) 0/-1 a range's own mapping, never merged (guard pages);
  *            built with -DSM_PLAT_FAULTS, map, remap, purge and break calls first ask the test's

@@ -9,7 +9,8 @@
  *                      to their size (default 4 MiB)
  *   SM_OPT_DECAY_MS    a free block idle this long is purged by L_release (default 1000)
  * Properties: thread-safe; min_align SM_OPT_MIN_BLOCK; zeroed 0.
- * Capabilities: STABLE up to half a chunk (class blocks are never given back, so never unmapped).
+ * Capabilities: STABLE up to half a chunk (class blocks are never given back, so never unmapped);
+ * MOVE where the next layer has it (a direct block moves with its word; a class block does not).
  *
  * A request gets a block of its class's size (rounded up to the granule): popped from its class's
  * free stack (core/tagged_stack.h: a Treiber stack with a 16-byte compare-and-swap and an ABA tag),
@@ -298,6 +299,33 @@ SM_INLINE bool SM_FN(resize)(sm_mctx_t *c, size_t n)
     return (w & SM_SEGFIT_STATE) == SM_SEGFIT_LIVE && n <= (w & ~(uintptr_t)SM_SEGFIT_BITS);
 }
 
+/* Capability MOVE: a direct block is the next layer's to move; its word goes with it (claimed
+ * before the move, so a chunk the next layer makes of the old pages meanwhile is mapped afresh;
+ * written at the new address after, where the granule allows: else the block is the next layer's
+ * from then on, as a foreign block passes through). A class block stays (false: the caller copies). */
+SM_SLOWPATH bool SM_FN(move_direct)(sm_mctx_t *c, size_t n, uintptr_t w)
+{
+    if (!SM_FN(claim)(c->ptr, w, 0))
+        return false;
+    sm_mctx_t m = sm_mctx_block(c->ptr, w & ~(uintptr_t)SM_SEGFIT_BITS, SM_F_SIZED);
+    size_t want = n > SIZE_MAX / 2 ? n : sm_align_up(n ? n : 1, SM_OPT_MIN_BLOCK);
+    if (!SM_NEXT_FN(move)(&m, want)) {
+        SM_FN(set_words)(c->ptr, 1, w); /* its node exists: one store */
+        return false;
+    }
+    if (sm_ptr_aligned(m.ptr, SM_OPT_MIN_BLOCK))
+        (void)SM_FN(set_words)(m.ptr, SM_OPT_MIN_BLOCK, want | SM_SEGFIT_DIRECT | SM_SEGFIT_LIVE);
+    c->ptr = m.ptr;
+    return true;
+}
+SM_INLINE bool SM_FN(move)(sm_mctx_t *c, size_t n)
+{
+    uintptr_t w = SM_FN(word)(c->ptr);
+    if (!w)
+        return SM_NEXT_FN(move)(c, n);
+    return (w & SM_SEGFIT_STATE) == SM_SEGFIT_LIVE && (w & SM_SEGFIT_DIRECT) && SM_FN(move_direct)(c, n, w);
+}
+
 SM_INLINE bool SM_FN(purge)(sm_mctx_t *c) { return SM_NEXT_FN(purge)(c); }
 
 /* Each class's stack is taken whole (allocations meanwhile carve), its blocks purged but the
@@ -337,7 +365,8 @@ SM_INLINE void SM_FN(fork_prepare)(void) { SM_NEXT_FN(fork_prepare)(); }
 SM_INLINE void SM_FN(fork_parent)(void) { SM_NEXT_FN(fork_parent)(); }
 SM_INLINE void SM_FN(fork_child)(void) { SM_NEXT_FN(fork_child)(); }
 
-#define SM_LAYER_OFFERS SM_CAP_STABLE
+#define SM_LAYER_OFFERS (SM_CAP_STABLE | SM_CAP_MOVE)
+#define SM_LAYER_CAPS   (SM_CAP_STABLE | (SM_CAPS(SM_NEXT) & SM_CAP_MOVE))
 
 /* Counted from the map at read time: no counter on the lock-free paths, and the words are the
  * truth those paths keep (a block is live exactly while its word says so). Class chunks are held

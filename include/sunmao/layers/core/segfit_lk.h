@@ -9,6 +9,8 @@
  *   SM_OPT_CHUNK_SIZE  a power of two: bytes a class takes from the next layer at a time, aligned
  *                      to their size (default 4 MiB)
  * Properties: thread_safe from the sync policy; min_align SM_OPT_MIN_BLOCK; zeroed 0.
+ * Capabilities: MOVE where the next layer has it (a direct block moves with its word; a class
+ * block does not).
  *
  * Each class has a lock, a LIFO free list and a region it carves new blocks from. A request gets a
  * block of its class's size (rounded up to the granule): its class's free list, else carved from
@@ -301,6 +303,36 @@ SM_INLINE bool SM_FN(resize)(sm_mctx_t *c, size_t n)
     return (w & SM_SEGFIT_STATE) == SM_SEGFIT_LIVE && n <= (w & ~(uintptr_t)SM_SEGFIT_BITS);
 }
 
+/* Capability MOVE: a direct block is the next layer's to move; its word goes with it (cleared
+ * before the move, so a chunk the next layer makes of the old pages meanwhile is mapped afresh;
+ * written at the new address after, where the granule allows: else the block is the next layer's
+ * from then on, as a foreign block passes through). A class block stays (false: the caller copies). */
+SM_SLOWPATH bool SM_FN(move_direct)(sm_mctx_t *c, size_t n, uintptr_t w)
+{
+    struct SM_FN(cs_free) f = { 0, (struct SM_FN(free_block) *)c->ptr, w, false };
+    SM_SYNC_FN(atomic_exec)(&SM_FN(obj).map_lock, SM_FN(cs_unmap), &f);
+    if (f.bad)
+        return false;
+    sm_mctx_t m = sm_mctx_block(c->ptr, w & ~(uintptr_t)SM_SEGFIT_BITS, SM_F_SIZED);
+    size_t want = n > SIZE_MAX / 2 ? n : sm_align_up(n ? n : 1, SM_OPT_MIN_BLOCK);
+    if (!SM_NEXT_FN(move)(&m, want)) {
+        SM_FN(set_word)(c->ptr, w); /* its node exists: one store */
+        return false;
+    }
+    struct SM_FN(cs_map) r = { (char *)m.ptr, SM_OPT_MIN_BLOCK, want | SM_SEGFIT_DIRECT | SM_SEGFIT_LIVE, false };
+    if (sm_ptr_aligned(m.ptr, SM_OPT_MIN_BLOCK))
+        SM_SYNC_FN(atomic_exec)(&SM_FN(obj).map_lock, SM_FN(cs_map), &r);
+    c->ptr = m.ptr;
+    return true;
+}
+SM_INLINE bool SM_FN(move)(sm_mctx_t *c, size_t n)
+{
+    uintptr_t w = SM_FN(word)(c->ptr);
+    if (!w)
+        return SM_NEXT_FN(move)(c, n);
+    return (w & SM_SEGFIT_STATE) == SM_SEGFIT_LIVE && (w & SM_SEGFIT_DIRECT) && SM_FN(move_direct)(c, n, w);
+}
+
 SM_INLINE bool SM_FN(purge)(sm_mctx_t *c) { return SM_NEXT_FN(purge)(c); }
 SM_INLINE void SM_FN(release)(sm_release_t *r) { SM_NEXT_FN(release)(r); }
 SM_INLINE void SM_FN(thread_exit)(void) { SM_NEXT_FN(thread_exit)(); }
@@ -350,6 +382,8 @@ SM_INLINE void SM_FN(stats)(sm_stats_t *s)
     SM_NEXT_FN(stats)(s);
 }
 #define SM_LAYER_STATS 1
+#define SM_LAYER_OFFERS SM_CAP_MOVE
+#define SM_LAYER_CAPS   (SM_CAPS(SM_NEXT) & SM_CAP_MOVE)
 
 #undef SM_SEGFIT_LIVE
 #undef SM_SEGFIT_FREE

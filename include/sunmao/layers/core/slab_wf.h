@@ -13,7 +13,8 @@
  *   SM_OPT_DECAY_MS     an empty slab idle this long is purged by L_release (default 1000)
  * Properties: thread-safe; 16-byte alignment (aligned requests above it go down); zeroed 0.
  * Capabilities: HIT (an allocation from the thread's slab of the class, a free of any object of
- * ours: the socket then builds no request context on them). Needs: STABLE from the next layer
+ * ours: the socket then builds no request context on them); MOVE where the next layer has it (for
+ * blocks not its own). Needs: STABLE from the next layer
  * for slab-sized blocks (core/capability.h).
  *
  * A slab holds objects of one class after a header: a link, a control word, and a bitmap of
@@ -560,6 +561,15 @@ SM_INLINE bool SM_FN(resize)(sm_mctx_t *c, size_t n)
     return n <= g->size;
 }
 
+/* Capability MOVE: its objects stay in their slabs; other blocks are the next layer's to move. */
+SM_INLINE bool SM_FN(move)(sm_mctx_t *c, size_t n)
+{
+    uintptr_t w;
+    const struct SM_FN(geometry) *g;
+    size_t i;
+    return !SM_FN(locate)(c->ptr, &w, &g, &i) && !w && SM_NEXT_FN(move)(c, n);
+}
+
 SM_INLINE bool SM_FN(purge)(sm_mctx_t *c) { return SM_NEXT_FN(purge)(c); }
 
 /* All-free slabs of the partial stacks move to the empty stack (no free is on its way to them:
@@ -643,7 +653,8 @@ SM_INLINE void SM_FN(fork_prepare)(void) { SM_NEXT_FN(fork_prepare)(); }
 SM_INLINE void SM_FN(fork_parent)(void) { SM_NEXT_FN(fork_parent)(); }
 SM_INLINE void SM_FN(fork_child)(void) { SM_NEXT_FN(fork_child)(); }
 
-#define SM_LAYER_OFFERS SM_CAP_HIT
+#define SM_LAYER_OFFERS (SM_CAP_HIT | SM_CAP_MOVE)
+#define SM_LAYER_CAPS   (SM_CAP_HIT | (SM_CAPS(SM_NEXT) & SM_CAP_MOVE))
 
 /* Counted from the slabs at read time: the hit paths keep no counter, and a slab's bitmap is
  * already the truth (a clear bit is an object handed up). Every formatted slab is in the map

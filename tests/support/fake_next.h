@@ -6,7 +6,7 @@
  * With FAKE_MOVE defined it also offers MOVE, as mmap_heap's remap does for a large block: a live
  * block's contents at a new address, the old block given back (obj.moves counts them; while
  * obj.refuse_moves is set every move is refused; the new block is aligned to obj.move_align, 0:
- * the fake's 16 bytes). */
+ * 16 bytes past a page boundary, so never page-aligned whatever libc's allocator returns). */
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
@@ -17,7 +17,7 @@
 #endif
 #define FAKE_MAX_BLOCKS 8192
 
-struct SM_FN(block) { void *ptr; size_t size; };
+struct SM_FN(block) { void *ptr; size_t size; void *base; }; /* base: what libc gave when ptr lies past it, else NULL */
 static struct {
     pthread_mutex_t lock;
     struct SM_FN(block) blocks[FAKE_MAX_BLOCKS];
@@ -27,32 +27,35 @@ static struct {
     unsigned long moves;
     bool refuse_moves;
     size_t move_align;
-} SM_FN(obj) = { PTHREAD_MUTEX_INITIALIZER, { { 0, 0 } }, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, false, 0 };
+} SM_FN(obj) = { PTHREAD_MUTEX_INITIALIZER, { { 0, 0, 0 } }, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, false, 0 };
 
 enum { SM_FN(thread_safe) = 1, SM_FN(min_align) = 16, SM_FN(zeroed) = 0 };
 
 static inline int SM_FN(create)(void) { SM_FN(obj).creates++; return 0; }
 
-static inline void *SM_FN(alloc)(sm_mctx_t *c)
+/* A block of n bytes at offset bytes past an align boundary (offset < align). */
+static inline void *SM_FN(alloc_at)(sm_mctx_t *c, size_t n, size_t align, size_t offset)
 {
     pthread_mutex_lock(&SM_FN(obj).lock);
-    void *p = NULL;
-    size_t n = c->size ? c->size : 1;
+    void *base = NULL;
     if ((SM_FN(obj).limit_bytes && SM_FN(obj).live_bytes + n > SM_FN(obj).limit_bytes) ||
         SM_FN(obj).live_blocks == FAKE_MAX_BLOCKS ||
-        posix_memalign(&p, c->align < sizeof(void *) ? sizeof(void *) : c->align, n) != 0) {
+        posix_memalign(&base, align < sizeof(void *) ? sizeof(void *) : align, n + offset) != 0) {
         SM_FN(obj).failed++;
         pthread_mutex_unlock(&SM_FN(obj).lock);
         errno = ENOMEM;
         return c->ptr = NULL;
     }
+    char *p = (char *)base + offset;
     memset(p, 0xCD, n);
-    SM_FN(obj).blocks[SM_FN(obj).live_blocks++] = (struct SM_FN(block)){ p, n };
+    SM_FN(obj).blocks[SM_FN(obj).live_blocks++] = (struct SM_FN(block)){ p, n, offset ? base : NULL };
     SM_FN(obj).live_bytes += n;
     SM_FN(obj).allocs++;
     pthread_mutex_unlock(&SM_FN(obj).lock);
     return c->ptr = p;
 }
+
+static inline void *SM_FN(alloc)(sm_mctx_t *c) { return SM_FN(alloc_at)(c, c->size ? c->size : 1, c->align, 0); }
 
 static inline long SM_FN(find_locked)(const void *p)
 {
@@ -70,7 +73,7 @@ static inline void SM_FN(free)(sm_mctx_t *c)
         SM_FN(obj).bad_frees++;
     } else {
         SM_FN(obj).live_bytes -= SM_FN(obj).blocks[i].size;
-        free(SM_FN(obj).blocks[i].ptr);
+        free(SM_FN(obj).blocks[i].base ? SM_FN(obj).blocks[i].base : SM_FN(obj).blocks[i].ptr);
         SM_FN(obj).blocks[i] = SM_FN(obj).blocks[--SM_FN(obj).live_blocks];
         SM_FN(obj).frees++;
     }
@@ -125,10 +128,11 @@ static inline void SM_FN(fork_child)(void) { pthread_mutex_init(&SM_FN(obj).lock
 #ifdef FAKE_MOVE
 static inline bool SM_FN(move)(sm_mctx_t *c, size_t n)
 {
-    size_t align = SM_FN(obj).move_align ? SM_FN(obj).move_align : SM_FN(min_align);
+    size_t align = SM_FN(obj).move_align ? SM_FN(obj).move_align : 4096;
+    size_t offset = SM_FN(obj).move_align ? 0 : 16;
     sm_mctx_t old = sm_mctx_block(c->ptr, 0, 0), fresh = sm_mctx_alloc(n, align, 0);
     void *q;
-    if (SM_FN(obj).refuse_moves || !SM_FN(getmeta)(&old) || !(q = SM_FN(alloc)(&fresh)))
+    if (SM_FN(obj).refuse_moves || !SM_FN(getmeta)(&old) || !(q = SM_FN(alloc_at)(&fresh, n, align, offset)))
         return false;
     memcpy(q, c->ptr, old.usable < n ? old.usable : n);
     SM_FN(free)(&old);

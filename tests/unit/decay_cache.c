@@ -79,6 +79,7 @@ static inline void cnt_meta_free(sm_mctx_t *c) { mm_meta_free(c); }
 #define SM_OPT_DECAY_MS 50
 #define SM_OPT_MAX_BLOCKS 8
 #define SM_OPT_MAX_BYTES ((size_t)96 << 20)
+#define SM_OPT_MAX_BLOCK ((size_t)64 << 20)
 #include <sunmao/layers/addon/decay_cache.h>
 
 /* Lazy purging (MADV_FREE): purged blocks are not promised to read as zero. */
@@ -304,6 +305,28 @@ static void bounds_on_blocks_and_bytes_hold(void)
     sm_mctx_t big = ALLOC(dc, 100 * MiB, 16);
     FREE(dc, big.ptr);
     CHECK(counts.frees == frees + 1 && dc_obj.blocks == 3);
+    start_clean();
+}
+
+/* SM_OPT_MAX_BLOCK (64 MiB in dc): a block above it goes down at once although the cache has room
+ * for its bytes, and evicts nothing; one of exactly the bound is kept. */
+static void blocks_above_max_block_go_down(void)
+{
+    start_clean();
+    void *small = ALLOC(dc, 8 * MiB, 16).ptr;
+    FREE(dc, small);
+    CHECK(dc_obj.blocks == 1 && dc_obj.bytes == 8 * MiB);
+    unsigned long frees = counts.frees;
+    sm_mctx_t over = ALLOC(dc, 64 * MiB + 4096, 16);
+    CHECK(over.ptr != NULL);
+    fill_pages(over.ptr, 64 * MiB + 4096, 7);
+    FREE(dc, over.ptr);
+    CHECK(counts.frees == frees + 1 && unmapped(over.ptr));
+    CHECK(dc_obj.blocks == 1 && dc_obj.bytes == 8 * MiB && is_mapped(small, 8 * MiB));
+    sm_mctx_t at = ALLOC(dc, 64 * MiB, 16);
+    CHECK(at.ptr != NULL && at.ptr != small);
+    FREE(dc, at.ptr);
+    CHECK(counts.frees == frees + 1 && dc_obj.blocks == 2 && dc_obj.bytes == 72 * MiB && is_mapped(at.ptr, 64 * MiB));
     start_clean();
 }
 
@@ -774,6 +797,7 @@ int main(void)
     RUN_CASE(idle_blocks_are_purged_then_returned);
     RUN_CASE(purged_block_comes_back_fresh_and_zero);
     RUN_CASE(bounds_on_blocks_and_bytes_hold);
+    RUN_CASE(blocks_above_max_block_go_down);
     RUN_CASE(double_free_is_reported_once);
     RUN_CASE(alignment_is_honoured);
     RUN_CASE(out_of_memory_hands_the_cache_back);

@@ -28,6 +28,9 @@
  *                       Needs capability MAPPING of the next layer (mmap_heap has it)
  *   SM_OPT_MAX_BLOCKS   at most this many blocks cached (default 64)
  *   SM_OPT_MAX_BYTES    at most this many bytes cached, dirty or purged (default 256 MiB)
+ *   SM_OPT_MAX_BLOCK    the largest block kept when freed (default SM_OPT_MAX_BYTES); a larger one
+ *                       goes back at once: a program's huge buffer is seldom asked for again, the
+ *                       chunks of the heaps above are
  * Properties: thread_safe when the sync policy and the next layer are (the next layer is called
  * outside the lock); min_align of the next layer (every cached block came from it); zeroed 0 (dirty
  * blocks are reused as they are; purged ones come back with SM_F_FRESH). Capabilities: offers MOVE
@@ -51,7 +54,7 @@
  * (eviction, collect, do_chores, decay: the work found under the lock and done after it).
  * @model: name=decay_cache kind=addon slot sync slot err
  * @model: key min_cached size key max_waste int key decay_ms int key purge_lazy bool key grow bool
- * @model: key max_blocks int key max_bytes size
+ * @model: key max_blocks int key max_bytes size key max_block size
  * @check: <sunmao/policies/err/warn.h> SM_LAYER=m SM_ERR=warn <sunmao/os/mmap_heap.h> SM_LAYER=t SM_NEXT=m <sunmao/policies/sync/mutex.h> SM_SYNC=mutex SM_ERR=warn */
 #include "../../core/bits.h"
 #include "../../core/conf.h"
@@ -97,6 +100,10 @@ SM_REQUIRE_CAP_WHEN(SM_OPT_GROW, MAPPING, "remap, split and join, for SM_OPT_GRO
 #ifndef SM_OPT_MAX_BYTES
 #define SM_OPT_MAX_BYTES ((size_t)256 << 20)
 #endif
+#ifndef SM_OPT_MAX_BLOCK
+#define SM_OPT_MAX_BLOCK SM_OPT_MAX_BYTES
+#endif
+_Static_assert((SM_OPT_MAX_BLOCK) <= (SM_OPT_MAX_BYTES), "decay_cache: SM_OPT_MAX_BLOCK must be at most SM_OPT_MAX_BYTES");
 _Static_assert((SM_OPT_MIN_CACHED) >= 1, "decay_cache: SM_OPT_MIN_CACHED must be at least 1");
 _Static_assert((SM_OPT_MAX_WASTE) >= 0 && (SM_OPT_MAX_WASTE) <= 1000, "decay_cache: SM_OPT_MAX_WASTE is a percentage, 0..1000");
 _Static_assert((SM_OPT_DECAY_MS) >= 1, "decay_cache: SM_OPT_DECAY_MS must be at least 1 ms");
@@ -377,7 +384,7 @@ SM_INLINE void SM_FN(free)(sm_mctx_t *c)
 {
     sm_mctx_t m = *c;
     if (SM_NEXT_FN(getmeta)(&m) && m.usable >= (size_t)(SM_OPT_MIN_CACHED) &&
-        (!(c->flags & SM_F_SIZED) || c->size <= m.usable) && m.usable <= (size_t)(SM_OPT_MAX_BYTES)) {
+        (!(c->flags & SM_F_SIZED) || c->size <= m.usable) && m.usable <= (size_t)(SM_OPT_MAX_BLOCK)) {
         if (SM_FN(keep)(c, m.usable))
             return;
     } else if (__atomic_load_n(&SM_FN(obj).blocks, __ATOMIC_RELAXED)) {
@@ -535,5 +542,6 @@ SM_INLINE void SM_FN(fork_child)(void)
 #undef SM_OPT_MAX_BLOCKS
 #undef SM_OPT_GROW
 #undef SM_OPT_MAX_BYTES
+#undef SM_OPT_MAX_BLOCK
 #define SM_LAYER_OFFERS SM_CAP_MOVE
 #include "../../core/layer_end.h"

@@ -43,6 +43,14 @@ for inst in $INSTANCES; do
     src="$SM_ROOT/instances/$inst.c"
     base=$(sed -n 's/^#include "\([a-z0-9_-]*\.c\)"$/\1/p' "$src" 2>/dev/null | head -1)
     grep -q 'layers/core/segfit_lf' "$src" ${base:+"$SM_ROOT/instances/$base"} 2>/dev/null && regrow=2.4
-    sm_run_each_way "$inst" "" "$bin" tests/api/release.c 120 "$wait_ms" "$slack" "$regrow"
+    # Where buddy_glk serves the program's medium blocks (no TLSF or segfit heap beside it), a block
+    # shrunk in place keeps its freed buddies resident until it is freed (above): shrunk_to_fit_kept
+    # is skipped there with that reason, not run against a bound that would hide the defect.
+    fit=1.5
+    if grep -q 'layers/core/buddy_glk' "$src" ${base:+"$SM_ROOT/instances/$base"} 2>/dev/null &&
+        ! grep -q 'layers/core/\(tlsf_glk\|segfit_l[fk]\)' "$src" ${base:+"$SM_ROOT/instances/$base"} 2>/dev/null; then
+        fit=0
+    fi
+    sm_run_each_way "$inst" "" "$bin" tests/api/release.c 120 "$wait_ms" "$slack" "$regrow" "$fit"
 done
 exit "$SM_FAILED"

@@ -411,7 +411,7 @@ static void invalid_frees(void)
     unsigned char *x = (unsigned char *)(((uintptr_t)area + 8191) & ~(uintptr_t)8191);
     CHECK(mprotect(x + 4096, 4096, PROT_NONE) == 0);
     pthread_mutex_lock(&fk1_obj.lock);
-    fk1_obj.blocks[fk1_obj.live_blocks++] = (struct fk1_block){ x, 64 };
+    fk1_obj.blocks[fk1_obj.live_blocks++] = (struct fk1_block){ x, 64, NULL };
     pthread_mutex_unlock(&fk1_obj.lock);
     dq_put(x + 8192);
     pthread_mutex_lock(&fk1_obj.lock);

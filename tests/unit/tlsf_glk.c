@@ -29,6 +29,18 @@
 #define SM_OPT_REGION_SIZE ((size_t)256 << 10)
 #include <sunmao/layers/core/tlsf_glk.h>
 
+/* With the sizeclass slot, as libsunmao composes it: the classes above serve up to 8 KiB. */
+#include <sunmao/policies/sizeclass/tc.h>
+#define SM_LAYER fake_k
+#include "tests/support/fake_next.h"
+#define SM_LAYER heap_k
+#define SM_NEXT fake_k
+#define SM_SYNC mutex
+#define SM_ERR callback
+#define SM_SIZECLASS tc
+#define SM_SIZE_MIN ((8u << 10) + 1)
+#include <sunmao/layers/core/tlsf_glk.h>
+
 #define SM_LAYER fake_h
 #include "tests/support/fake_next.h"
 #define SM_LAYER heap_h
@@ -161,6 +173,7 @@ DEFINE_HEAP_OPS(heap_m)
 DEFINE_HEAP_OPS(heap_s)
 DEFINE_HEAP_OPS(heap_h)
 DEFINE_HEAP_OPS(heap_c)
+DEFINE_HEAP_OPS(heap_k)
 
 /* Everything heap_m holds from fake_m is its chunks and page-map nodes: no leaks, no strays. */
 #define HEAP_M_ACCOUNTED()                                                                             \
@@ -331,6 +344,38 @@ static void resize_in_place(void)
     heap_m_put(a);
     HEAP_OK(heap_m);
     HEAP_M_ACCOUNTED();
+}
+
+/* A shrink below the smallest size served keeps the new size's class size (the sizeclass slot), so
+ * a sized free of that size names a class the block holds; its freed tail merges with the free
+ * space after it, and the block regrows into it. Without the slot (heap_h serves from 1 byte) and
+ * above SM_SIZE_MIN the shrink is to the size itself. */
+static void shrink_keeps_the_class_size(void)
+{
+    CHECK(heap_k_create() == 0);
+    static const size_t fits[] = { 1, 100, 1000, 5000, 8192 };
+    for (size_t i = 0; i < sizeof fits / sizeof *fits; i++) {
+        size_t n = fits[i], cls = sm_sizeclass_tc_class_to_size(sm_sizeclass_tc_size_to_class(n));
+        char *a = heap_k_get(65536, 16);
+        CHECK(a != NULL);
+        fill_block(a, 65536, 40 + (unsigned)i);
+        CHECK(heap_k_grow_to(a, n));
+        size_t usable = heap_k_usable(a, NULL);
+        CHECKF(usable >= cls && usable < cls + 32, "shrunk to %zu: %zu usable, class size %zu", n, usable, cls);
+        CHECK(verify_block(a, n, 40 + (unsigned)i));
+        HEAP_OK(heap_k);
+        char *b = heap_k_get(60000, 16); /* the freed tail, merged with what follows, is reused at once */
+        CHECKF(b == a + usable + 8, "shrunk to %zu: the next block at %p, not right after it (%p)", n, (void *)b,
+               (void *)(a + usable + 8));
+        heap_k_put(b);
+        CHECK(heap_k_grow_to(a, 30000) && verify_block(a, n, 40 + (unsigned)i)); /* regrows in place */
+        heap_k_put(a);
+        HEAP_OK(heap_k);
+    }
+    char *c = heap_k_get(65536, 16);
+    CHECK(c && heap_k_grow_to(c, 9000) && heap_k_usable(c, NULL) < 9000 + 32);
+    heap_k_put(c);
+    HEAP_OK(heap_k);
 }
 
 static void regions_go_back(void)
@@ -652,6 +697,7 @@ int main(void)
     RUN_CASE(random_workload);
     RUN_CASE(aligned_allocs);
     RUN_CASE(resize_in_place);
+    RUN_CASE(shrink_keeps_the_class_size);
     RUN_CASE(regions_go_back);
     RUN_CASE(out_of_memory);
     RUN_CASE(size_handle_passes_on);

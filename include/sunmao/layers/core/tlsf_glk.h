@@ -4,7 +4,9 @@
  * Why it is built this way, with the measurements: docs/layers.md, section tlsf_glk.
  *
  * Parameters: SM_LAYER, SM_NEXT. Slots: sync (required: policies/sync/), err (required:
- * warn|fatal|callback), size_handle (requests outside [SM_SIZE_MIN, SM_SIZE_MAX] go to SM_NEXT).
+ * warn|fatal|callback), size_handle (requests outside [SM_SIZE_MIN, SM_SIZE_MAX] go to SM_NEXT),
+ * sizeclass (optional: the classes of the layers above that serve the sizes below SM_SIZE_MIN; a
+ * block shrunk below SM_SIZE_MIN keeps its new size's class size instead of SM_SIZE_MIN).
  * The composition includes the policy headers it names. Options:
  *   SM_OPT_SL_BITS      second-level subdivisions per power of two, as log2 (default 5, 2..6)
  *   SM_OPT_REGION_SIZE  bytes asked of SM_NEXT at a time (default 1 MiB; more for big requests)
@@ -31,7 +33,7 @@
  * Parts, in layers/core/tlsf_glk/ and included below (by this template only): blocks.h (block
  * layout, mapping, segregated lists, release_block/trim/carve), spans.h (grow, give_chunk,
  * return_span, live_block), release.h (the release pass), check.h (the debug checker).
- * @model: name=tlsf_glk kind=core slot sync slot err range
+ * @model: name=tlsf_glk kind=core slot sync slot err slot sizeclass= range
  * @model: key sl_bits int key region_size size key decay_ms int key purge_min size
  * @check: SM_LAYER=t <sunmao/policies/sync/mutex.h> SM_SYNC=mutex <sunmao/policies/err/warn.h> SM_ERR=warn
  * @check-next: fake */
@@ -344,11 +346,16 @@ SM_INLINE bool SM_FN(resize)(sm_mctx_t *c, size_t n)
     }
     if (n > SM_TLSF_MAX_REQUEST)
         return false;
-    /* A shrink keeps at least the smallest size this layer serves: a sized free of the block is
-     * trusted by a thread cache above to hold its size's class (layers/addon/thread_cache.h), and
-     * the classes end below that size. Shrunk to 5000 bytes, a block of 100000 went to the 5120 B
-     * list on free_sized(p, 5000) and was handed out for malloc(5100). */
+    /* A shrink keeps at least the class size of its new size: a sized free of the block is trusted
+     * by a thread cache above to hold its size's class (layers/addon/thread_cache.h). Shrunk to
+     * 5000 bytes, a block of 100000 went to the 5120 B list on free_sized(p, 5000) and was handed
+     * out for malloc(5100). Without the classes (the sizeclass slot), the smallest size this layer
+     * serves, above every class. */
     size_t floor = (size_t)(SM_SIZE_MIN);
+#ifdef SM_SIZECLASS
+    if (n < floor && n <= (size_t)SM_SIZECLASS_FN(max_size))
+        floor = SM_SIZECLASS_FN(class_to_size)(SM_SIZECLASS_FN(size_to_class)(n));
+#endif
     if (n < floor)
         n = floor;
     struct SM_FN(cs_resize) r = { c->ptr, SM_FN(block_size)(n), false, false };

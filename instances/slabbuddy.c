@@ -2,7 +2,7 @@
  * before a thread cache is added: small objects from per-size-class slabs (one lock per class),
  * slabs and medium blocks from a buddy system, huge blocks mapped directly.
  *
- *   mmap_heap :: buddy_glk(sync=mutex, size_handle=[32 KiB+1, 4 MiB])
+ *   mmap_heap :: buddy_glk(sync=mutex, size_handle=[32 KiB, 4 MiB])
  *             :: slab_lk(sync=spinlock, sizeclass=tc, size_handle=[0, 32 KiB]) :: malloc_socket
  */
 #include <sunmao/policies/err/warn.h>
@@ -19,6 +19,8 @@
 #define SM_SYNC           mutex
 #define SM_ERR            warn
 #define SM_OPT_CHUNK_SIZE (4ul << 20)
+/* Sizes the slabs serve are not this heap's: a block realloc shrinks to one moves to a slab. */
+#define SM_SIZE_MIN       (32ul << 10)
 #include <sunmao/layers/core/buddy_glk.h>
 
 #define SM_LAYER     sb_slab

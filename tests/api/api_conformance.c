@@ -663,15 +663,32 @@ static void (*p_free_aligned_sized)(void *, size_t, size_t);
  * (libsunmao put a TLSF block shrunk to 5000 bytes on its 5120-byte list and returned it for
  * malloc(5100)). Every block handed out after must hold what was asked. */
 static size_t shrink_big, shrink_small;
+static int shrink_full;
 static void *free_sized_after_shrink_body(void *arg)
 {
     (void)arg;
+    f_free(f_malloc(16)); /* the thread's cache set up, so the sized free below reaches its lists */
     char *p = f_malloc(shrink_big);
     CHECK(p != NULL);
     char *q = f_realloc(p, shrink_small);
     CHECK(q != NULL);
-    p_free_sized(q, shrink_small);
-    for (size_t want = shrink_small + 1; want < shrink_small + 1200; want += 100) { /* its class, first */
+    /* then taken to its whole usable size, which realloc may grant in place, and freed with that
+     * size: a usable size that is no class size put the block on a larger class's list */
+    size_t named = shrink_small;
+    if (shrink_full) {
+        named = f_usable(q);
+        q = f_realloc(q, named);
+        CHECK(q != NULL);
+    }
+    p_free_sized(q, named);
+    if (shrink_full) { /* the class just above the size named, at once */
+        char *r = f_malloc(named + 1);
+        CHECK(r != NULL);
+        CHECKF(f_usable(r) > named, "malloc(%zu) after free_sized(p, %zu) of a block kept at its usable size holds %zu bytes",
+               named + 1, named, f_usable(r));
+        f_free(r);
+    }
+    for (size_t want = shrink_small + 1; want < named + 1200; want += shrink_full ? 8 : 100) { /* its class, first */
         char *r = f_malloc(want);
         CHECK(r != NULL);
         CHECKF(f_usable(r) >= want, "malloc(%zu) after free_sized(realloc(malloc(%zu), %zu)) holds %zu bytes", want,
@@ -688,10 +705,12 @@ static void free_sized_after_shrink(void)
     static const size_t small[] = { 5000, 4000, 700, 9000 };
     for (size_t i = 0; i < sizeof big / sizeof *big; i++)
         for (size_t j = 0; j < sizeof small / sizeof *small; j++) {
-            shrink_big = big[i], shrink_small = small[j];
-            pthread_t t; /* a fresh thread: a thread cache's lists as a new program's are */
-            CHECK(pthread_create(&t, NULL, free_sized_after_shrink_body, NULL) == 0);
-            pthread_join(t, NULL);
+            for (int full = 0; full < 2; full++) {
+                shrink_big = big[i], shrink_small = small[j], shrink_full = full;
+                pthread_t t; /* a fresh thread: a thread cache's lists as a new program's are */
+                CHECK(pthread_create(&t, NULL, free_sized_after_shrink_body, NULL) == 0);
+                pthread_join(t, NULL);
+            }
         }
 }
 

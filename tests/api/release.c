@@ -12,8 +12,7 @@
  * Built plain (run it under LD_PRELOAD=lib<inst>.so), or with -DSM_TEST_PREFIX=sm_<inst>_ against
  * libsm_<inst>.a. A second argument raises the slack (MiB) for an allocator that pins more by
  * design (a quarantine of freed blocks: release.sh), a third the bound of regrow_after_shrink (peak
- * over live bytes, default 1.6) for one whose classes never merge, a fourth the bound of
- * shrunk_to_fit_kept (RSS over the kept bytes, default 1.5; 0 skips it). Cases:
+ * over live bytes, default 1.6) for one whose classes never merge. Cases:
  * medium_shrunk_returned_first, medium_returned, large_returned_during_small_churn, small_returned,
  * medium_shrunk_returned, shrunk_to_fit_kept, malloc_trim_returns, large_growth, regrow_after_shrink. */
 #include <stdbool.h>
@@ -43,7 +42,6 @@ SM_CUSTOM_API_DECLARE(SM_TEST_PREFIX)
 static int wait_ms = 2500;
 static double slack_mib = 4.0;
 static double regrow_max = 1.6; /* regrow_after_shrink's bound: peak over the live bytes */
-static double fit_max = 1.5;    /* shrunk_to_fit_kept's bound: RSS over the kept bytes; 0: not run */
 
 static double rss_mib(void)
 {
@@ -223,7 +221,7 @@ static void shrunk_to_fit_kept(void)
             if (!kept[i])
                 return;
         }
-        double live = N * (double)fit[k] / MiB, target = base + live * fit_max + slack_mib, last = rss_mib();
+        double live = N * (double)fit[k] / MiB, target = base + live * 1.5 + slack_mib, last = rss_mib();
         double took = wait_for_rss(target, 0, &seed, &last);
         printf("# shrunk to fit: %d x %zu -> %zu bytes (%.1f MiB), base %.1f MiB, then %.1f (target %.1f): %s\n", N,
                big[k], fit[k], live, base, last, target, took >= 0 ? "reached" : "not reached");
@@ -382,10 +380,8 @@ int main(int argc, char **argv)
         slack_mib = atof(argv[2]);
     if (argc > 3)
         regrow_max = atof(argv[3]);
-    if (argc > 4)
-        fit_max = atof(argv[4]);
-    if (wait_ms < 1 || slack_mib < 0 || regrow_max < 1 || (fit_max != 0 && fit_max < 1)) {
-        fprintf(stderr, "usage: %s [wait_ms [slack_mib [regrow_max [fit_max]]]]\n", argv[0]);
+    if (wait_ms < 1 || slack_mib < 0 || regrow_max < 1) {
+        fprintf(stderr, "usage: %s [wait_ms [slack_mib [regrow_max]]]\n", argv[0]);
         return 2;
     }
     void *warm = ALLOC(malloc)(100);
@@ -395,11 +391,7 @@ int main(int argc, char **argv)
     RUN_CASE(large_returned_during_small_churn);
     RUN_CASE(small_returned);
     RUN_CASE(medium_shrunk_returned);
-    if (fit_max > 0)
-        RUN_CASE(shrunk_to_fit_kept);
-    else
-        check_skip("shrunk_to_fit_kept", "a buddy heap serves the medium blocks: a shrunk block's freed buddies stay "
-                                         "resident until it is freed (docs/reliability.md)");
+    RUN_CASE(shrunk_to_fit_kept);
     RUN_CASE(malloc_trim_returns);
     if (reset_peak()) {
         RUN_CASE(large_growth);

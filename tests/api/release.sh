@@ -31,10 +31,6 @@ for inst in $INSTANCES; do
     # blocks freed in random order, each pinning its page until it leaves (docs/security.md).
     slack=4
     grep -q 'layers/addon/delayed' "$SM_ROOT/instances/$inst.c" 2>/dev/null && slack=8
-    # slabbuddy's buddy heap serves medium blocks itself: a block shrunk in place to 4 KiB leaves
-    # its split-off halves of 4-32 KiB free but below the purge size (64 KiB), about 60 KiB a block
-    # until the block is freed and they merge again (docs/reliability.md).
-    [ "$inst" = slabbuddy ] && slack=8
     # segfit_lf's size classes never merge free blocks: a buffer grown by realloc leaves a freed
     # copy in each class it passes through, which only that class reuses (regrow_after_shrink
     # peaks near 2x the live bytes there, 1.3-1.4x on the coalescing heaps). The instance's file,
@@ -43,14 +39,6 @@ for inst in $INSTANCES; do
     src="$SM_ROOT/instances/$inst.c"
     base=$(sed -n 's/^#include "\([a-z0-9_-]*\.c\)"$/\1/p' "$src" 2>/dev/null | head -1)
     grep -q 'layers/core/segfit_lf' "$src" ${base:+"$SM_ROOT/instances/$base"} 2>/dev/null && regrow=2.4
-    # Where buddy_glk serves the program's medium blocks (no TLSF or segfit heap beside it), a block
-    # shrunk in place keeps its freed buddies resident until it is freed (above): shrunk_to_fit_kept
-    # is skipped there with that reason, not run against a bound that would hide the defect.
-    fit=1.5
-    if grep -q 'layers/core/buddy_glk' "$src" ${base:+"$SM_ROOT/instances/$base"} 2>/dev/null &&
-        ! grep -q 'layers/core/\(tlsf_glk\|segfit_l[fk]\)' "$src" ${base:+"$SM_ROOT/instances/$base"} 2>/dev/null; then
-        fit=0
-    fi
-    sm_run_each_way "$inst" "" "$bin" tests/api/release.c 120 "$wait_ms" "$slack" "$regrow" "$fit"
+    sm_run_each_way "$inst" "" "$bin" tests/api/release.c 120 "$wait_ms" "$slack" "$regrow"
 done
 exit "$SM_FAILED"

@@ -346,6 +346,9 @@ static void resize_in_place(void)
     HEAP_M_ACCOUNTED();
 }
 
+/* The header's block size (payload and header) of heap_k's live block p. */
+static size_t heap_k_bsize_of(void *p) { return ((size_t *)p)[-1] & ~(size_t)15; }
+
 /* A shrink below the smallest size served keeps the new size's class size (the sizeclass slot), so
  * a sized free of that size names a class the block holds; its freed tail merges with the free
  * space after it, and the block regrows into it. Without the slot (heap_h serves from 1 byte) and
@@ -360,13 +363,15 @@ static void shrink_keeps_the_class_size(void)
         CHECK(a != NULL);
         fill_block(a, 65536, 40 + (unsigned)i);
         CHECK(heap_k_grow_to(a, n));
+        /* exactly the class size: any size a sized free may name, up to it, has a class it holds */
         size_t usable = heap_k_usable(a, NULL);
-        CHECKF(usable >= cls && usable < cls + 32, "shrunk to %zu: %zu usable, class size %zu", n, usable, cls);
+        CHECKF(usable == cls || (cls + 8 >= (8u << 10) + 1 && usable == cls + 8), /* above every class: as it is */
+               "shrunk to %zu: %zu usable, class size %zu", n, usable, cls);
         CHECK(verify_block(a, n, 40 + (unsigned)i));
         HEAP_OK(heap_k);
         char *b = heap_k_get(60000, 16); /* the freed tail, merged with what follows, is reused at once */
-        CHECKF(b == a + usable + 8, "shrunk to %zu: the next block at %p, not right after it (%p)", n, (void *)b,
-               (void *)(a + usable + 8));
+        char *end = a + heap_k_bsize_of(a) - 8; /* the block's own end, a little past its usable size */
+        CHECKF(b == end + 8, "shrunk to %zu: the next block at %p, not right after it (%p)", n, (void *)b, (void *)(end + 8));
         heap_k_put(b);
         CHECK(heap_k_grow_to(a, 30000) && verify_block(a, n, 40 + (unsigned)i)); /* regrows in place */
         heap_k_put(a);
@@ -374,6 +379,9 @@ static void shrink_keeps_the_class_size(void)
     }
     char *c = heap_k_get(65536, 16);
     CHECK(c && heap_k_grow_to(c, 9000) && heap_k_usable(c, NULL) < 9000 + 32);
+    /* a block kept by realloc up to its usable size and grown past it: in place, by class */
+    CHECK(heap_k_grow_to(c, 4000) && heap_k_usable(c, NULL) == 4096 && heap_k_grow_to(c, 4100) &&
+          heap_k_usable(c, NULL) == sm_sizeclass_tc_class_to_size(sm_sizeclass_tc_size_to_class(4100)));
     heap_k_put(c);
     HEAP_OK(heap_k);
 }

@@ -42,17 +42,13 @@ typedef struct sm_release {
 
 /* Whether a block of `held` usable bytes that its layer kept whole when asked to shrink it to `size`
  * (it still fits the block's size class or power of two) should rather be moved: the move frees more
- * than half of it and at least 16 KiB (or a page, if larger). Less is not worth it: a
- * buffer shrunk and grown again regrows in place into its own freed tail, where a moved one is
- * placed anew among other blocks (docs/default-allocator.md, 2026-11-29 seventh session). One rule
+ * than half of it, as the peers' rule is. A layer that shrinks in place keeps no more than the new
+ * size's class (tlsf_glk with its sizeclass slot), so a buffer shrunk there regrows into its own
+ * freed tail and is not moved by this rule. The rule used to ask for 16 KiB freed as well, which
+ * kept 8 KiB objects trimmed to 1000 bytes whole (docs/default-allocator.md, 2026-12-07). One rule
  * for the socket's realloc and for a layer that hides its next layer's usable size from the socket
  * (tail_chksum). */
-SM_INLINE bool sm_shrink_should_move(size_t held, size_t size, size_t page)
-{
-    const size_t spare_min = (size_t)16 << 10;
-    size_t spare = page > spare_min ? page : spare_min;
-    return held / 2 >= size && held - size >= spare;
-}
+SM_INLINE bool sm_shrink_should_move(size_t held, size_t size) { return held / 2 >= size && held - size >= 64; }
 
 static inline sm_release_t sm_release_request(uint64_t now_ms, unsigned how)
 {

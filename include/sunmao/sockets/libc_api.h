@@ -450,7 +450,7 @@ static void sm_socket_move_copy(char *to, char *from, size_t n)
 /* After a shrink in place: whether the block may stay (core/release.h: else a move frees more). */
 static bool sm_socket_kept_shrunk(void *ptr, size_t size)
 {
-    return !sm_shrink_should_move(sm_socket_usable_stack(ptr, "realloc"), size, sm_plat_page_size());
+    return !sm_shrink_should_move(sm_socket_usable_stack(ptr, "realloc"), size);
 }
 
 /* A realloc that must change the block: in place when the stack can, else moved. Out of line (not
@@ -461,7 +461,7 @@ static __attribute__((noinline)) void *sm_socket_realloc_change(void *ptr, size_
     sm_mctx_t c = sm_mctx_block(ptr, 0, 0);
     /* A shrink comes here only when it would free more than half the block; a layer whose block
      * still fits (a size class, a power of two) may keep it whole, and then it is moved if that
-     * frees 16 KiB or more (core/release.h): 150 blocks of 100-600 KB shrunk to 4 KiB kept 56 MiB in segfit_lf's
+     * frees more than half of it (core/release.h): 150 blocks of 100-600 KB shrunk to 4 KiB kept 56 MiB in segfit_lf's
      * classes (wfslab). */
     if (SM_NEXT_FN(resize)(&c, size) && (size > usable || sm_socket_kept_shrunk(ptr, size))) {
         if (sm_unlikely(sm_conf.fill))

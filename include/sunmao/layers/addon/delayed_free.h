@@ -610,7 +610,17 @@ SM_INLINE bool SM_FN(reshape)(sm_mctx_t *c, size_t n, bool (*below)(sm_mctx_t *,
         return false;
     unsigned alog = SM_FN(info_alog)(info);
     sm_mctx_t m = sm_mctx_block(p - ((size_t)1 << alog), 0, 0);
-    if (!below(&m, SM_FN(footprint)(n, alog)))
+    size_t fp = SM_FN(footprint)(n, alog), old_fp = SM_FN(footprint)(SM_FN(info_size)(info), alog);
+    if (!below(&m, fp))
+        return false;
+    /* A shrink the next layer kept whole (its block still fits a class): no, so the socket moves the
+     * block by its own rule (core/release.h), as tail_chksum does; this layer's usable size is the
+     * size asked, so the socket cannot see the next layer's. The header, untouched, still holds.
+     * Asked only of a shrink to half or less, as the socket's rule needs: the others keep their
+     * direct look (no call to the next layer). */
+    sm_mctx_t g = sm_mctx_block(m.ptr, 0, 0);
+    if (fp <= old_fp / 2 && m.ptr == p - ((size_t)1 << alog) && SM_NEXT_FN(getmeta)(&g) && g.usable >= old_fp &&
+        sm_shrink_should_move(g.usable, fp))
         return false;
     p = (char *)m.ptr + ((size_t)1 << alog);
     SM_FN(seal)(p, SM_FN(info)(n, alog, SM_FN(s_live)) | SM_FN(resized));

@@ -270,6 +270,26 @@ SM_INLINE void SM_FN(free)(sm_mctx_t *c)
         sm_release_note();
 }
 
+/* The usable size of a live block of `bytes` (its header's size). With the classes above (the
+ * sizeclass slot), a block shrunk below the smallest size this layer serves says only the largest
+ * class size it holds: a program may name any size up to the usable size in a sized free (after a realloc the
+ * block kept), and a thread cache above takes that size's class for the block, so the usable size
+ * must be a class size (a block of 4104 usable bytes, kept by realloc(p, 4100) and freed as 4100,
+ * went to the 4608 B list and was handed out for malloc(4388)). */
+SM_INLINE size_t SM_FN(usable_of)(size_t bytes)
+{
+    size_t u = bytes - SM_TLSF_HDR;
+#ifdef SM_SIZECLASS
+    if (u < (size_t)(SM_SIZE_MIN) && u <= (size_t)SM_SIZECLASS_FN(max_size)) {
+        unsigned cls = SM_SIZECLASS_FN(size_to_class)(u);
+        if (SM_SIZECLASS_FN(class_to_size)(cls) > u && cls > 0)
+            cls--;
+        u = SM_SIZECLASS_FN(class_to_size)(cls) <= u ? SM_SIZECLASS_FN(class_to_size)(cls) : 0;
+    }
+#endif
+    return u;
+}
+
 SM_INLINE bool SM_FN(getmeta)(sm_mctx_t *c)
 {
     uintptr_t tag = sm_pagemap_get(&SM_FN(obj).map, SM_TLSF_PAGE_SHIFT, c->ptr);
@@ -290,9 +310,9 @@ SM_INLINE bool SM_FN(getmeta)(sm_mctx_t *c)
     size_t head = __atomic_load_n(&((struct SM_FN(block) *)at)->head, __ATOMIC_RELAXED);
     if ((head & (SM_TLSF_FREE | SM_TLSF_BUSY)) || (head & ~SM_TLSF_FLAGS) < SM_TLSF_MIN_BLOCK)
         return false;
-    c->usable = (head & ~SM_TLSF_FLAGS) - SM_TLSF_HDR;
+    c->usable = SM_FN(usable_of)(head & ~SM_TLSF_FLAGS);
     c->owner = SM_LAYER_NAME;
-    return true;
+    return c->usable != 0;
 }
 
 struct SM_FN(cs_resize) { void *ptr; size_t want; bool done, note; };
@@ -346,8 +366,9 @@ SM_INLINE bool SM_FN(resize)(sm_mctx_t *c, size_t n)
     }
     if (n > SM_TLSF_MAX_REQUEST)
         return false;
-    /* A shrink keeps at least the class size of its new size: a sized free of the block is trusted
-     * by a thread cache above to hold its size's class (layers/addon/thread_cache.h). Shrunk to
+    /* A shrink keeps at least the class size of its new size (usable_of, above, says no more): a
+     * sized free of the block is trusted by a thread cache above to hold its size's class
+     * (layers/addon/thread_cache.h). Shrunk to
      * 5000 bytes, a block of 100000 went to the 5120 B list on free_sized(p, 5000) and was handed
      * out for malloc(5100). Without the classes (the sizeclass slot), the smallest size this layer
      * serves, above every class. */

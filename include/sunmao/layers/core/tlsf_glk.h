@@ -272,10 +272,10 @@ SM_INLINE void SM_FN(free)(sm_mctx_t *c)
 
 /* The usable size of a live block of `bytes` (its header's size). With the classes above (the
  * sizeclass slot), a block shrunk below the smallest size this layer serves says only the largest
- * class size it holds: a program may name any size up to the usable size in a sized free (after a realloc the
- * block kept), and a thread cache above takes that size's class for the block, so the usable size
- * must be a class size (a block of 4104 usable bytes, kept by realloc(p, 4100) and freed as 4100,
- * went to the 4608 B list and was handed out for malloc(4388)). */
+ * class size it holds (its shrink kept one whole, resize below): a program may name any size up to
+ * the usable size in a sized free, and a thread cache above takes that size's class for the block
+ * (a block of 4104 usable bytes, kept by realloc(p, 4100) and freed as 4100, went to the 4608 B
+ * list and was handed out for malloc(4388)). */
 SM_INLINE size_t SM_FN(usable_of)(size_t bytes)
 {
     size_t u = bytes - SM_TLSF_HDR;
@@ -284,7 +284,7 @@ SM_INLINE size_t SM_FN(usable_of)(size_t bytes)
         unsigned cls = SM_SIZECLASS_FN(size_to_class)(u);
         if (SM_SIZECLASS_FN(class_to_size)(cls) > u && cls > 0)
             cls--;
-        u = SM_SIZECLASS_FN(class_to_size)(cls) <= u ? SM_SIZECLASS_FN(class_to_size)(cls) : 0;
+        u = SM_SIZECLASS_FN(class_to_size)(cls);
     }
 #endif
     return u;
@@ -312,7 +312,7 @@ SM_INLINE bool SM_FN(getmeta)(sm_mctx_t *c)
         return false;
     c->usable = SM_FN(usable_of)(head & ~SM_TLSF_FLAGS);
     c->owner = SM_LAYER_NAME;
-    return c->usable != 0;
+    return true;
 }
 
 struct SM_FN(cs_resize) { void *ptr; size_t want; bool done, note; };
@@ -366,12 +366,11 @@ SM_INLINE bool SM_FN(resize)(sm_mctx_t *c, size_t n)
     }
     if (n > SM_TLSF_MAX_REQUEST)
         return false;
-    /* A shrink keeps at least the class size of its new size (usable_of, above, says no more): a
-     * sized free of the block is trusted by a thread cache above to hold its size's class
-     * (layers/addon/thread_cache.h). Shrunk to
-     * 5000 bytes, a block of 100000 went to the 5120 B list on free_sized(p, 5000) and was handed
-     * out for malloc(5100). Without the classes (the sizeclass slot), the smallest size this layer
-     * serves, above every class. */
+    /* A shrink keeps at least the class size of its new size (usable_of says no more): a sized
+     * free of the block is trusted by a thread cache above to hold its size's class
+     * (layers/addon/thread_cache.h). Shrunk to 5000 bytes, a block of 100000 went to the 5120 B
+     * list on free_sized(p, 5000) and was handed out for malloc(5100). Without the classes (the
+     * sizeclass slot), the smallest size this layer serves, above every class. */
     size_t floor = (size_t)(SM_SIZE_MIN);
 #ifdef SM_SIZECLASS
     if (n < floor && n <= (size_t)SM_SIZECLASS_FN(max_size))

@@ -50,6 +50,15 @@ typedef struct sm_release {
  * (tail_chksum). */
 SM_INLINE bool sm_shrink_should_move(size_t held, size_t size) { return held / 2 >= size && held - size >= 64; }
 
+/* For a layer that hides its next layer's usable size (tail_chksum, delayed_free): whether to decline
+ * a shrink to a footprint of `size` that the next layer made in place, so that the socket moves the
+ * block. Only when the next layer kept its block whole (`held`, at least the old footprint `old`):
+ * one it cut no longer reaches what the layer's header names, and is sealed at its new size. */
+SM_INLINE bool sm_shrink_declined(size_t held, size_t old, size_t size)
+{
+    return held >= old && sm_shrink_should_move(held, size);
+}
+
 static inline sm_release_t sm_release_request(uint64_t now_ms, unsigned how)
 {
     sm_release_t r = { now_ms, how, 0, UINT64_MAX, 0 };

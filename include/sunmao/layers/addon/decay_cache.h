@@ -29,8 +29,8 @@
  *   SM_OPT_MAX_BLOCKS   at most this many blocks cached (default 64)
  *   SM_OPT_MAX_BYTES    at most this many bytes cached, dirty or purged (default 256 MiB)
  *   SM_OPT_MAX_BLOCK    the largest block kept when freed (default SM_OPT_MAX_BYTES); a larger one
- *                       goes back at once: a program's huge buffer is seldom asked for again, the
- *                       chunks of the heaps above are
+ *                       goes back at once: a program's huge buffer is seldom asked for again, where
+ *                       the chunks the heaps above give back are
  * Properties: thread_safe when the sync policy and the next layer are (the next layer is called
  * outside the lock); min_align of the next layer (every cached block came from it); zeroed 0 (dirty
  * blocks are reused as they are; purged ones come back with SM_F_FRESH). Capabilities: offers MOVE

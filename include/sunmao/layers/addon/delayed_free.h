@@ -619,8 +619,8 @@ SM_INLINE bool SM_FN(reshape)(sm_mctx_t *c, size_t n, bool (*below)(sm_mctx_t *,
      * Asked only of a shrink to half or less, as the socket's rule needs: the others keep their
      * direct look (no call to the next layer). */
     sm_mctx_t g = sm_mctx_block(m.ptr, 0, 0);
-    if (fp <= old_fp / 2 && m.ptr == p - ((size_t)1 << alog) && SM_NEXT_FN(getmeta)(&g) && g.usable >= old_fp &&
-        sm_shrink_should_move(g.usable, fp))
+    if (fp <= old_fp / 2 && m.ptr == p - ((size_t)1 << alog) && SM_NEXT_FN(getmeta)(&g) &&
+        sm_shrink_declined(g.usable, old_fp, fp))
         return false;
     p = (char *)m.ptr + ((size_t)1 << alog);
     SM_FN(seal)(p, SM_FN(info)(n, alog, SM_FN(s_live)) | SM_FN(resized));

@@ -494,11 +494,11 @@ SM_INLINE bool SM_FN(resize)(sm_mctx_t *c, size_t want)
         return false;
     /* A shrink the next layer kept whole (its block still fits a class): no, so the socket moves
      * the block by its own rule (core/release.h); this layer's usable size is the size asked, so
-     * the socket cannot see it. Only a block kept whole: one the next layer shrank (a mapping cut
-     * to its pages) no longer reaches the tail the header names, and is sealed at its new size. */
+     * the socket cannot see it; a block the next layer cut (a mapping cut to its pages) is sealed
+     * at its new size (core/release.h, sm_shrink_declined). */
     size_t old_fp = SM_FN(footprint)(SM_FN(info_size)(info), alog);
     sm_mctx_t m = sm_mctx_block(r.ptr, 0, 0);
-    if (fp < old_fp && SM_NEXT_FN(getmeta)(&m) && m.usable >= old_fp && sm_shrink_should_move(m.usable, fp))
+    if (fp < old_fp && SM_NEXT_FN(getmeta)(&m) && sm_shrink_declined(m.usable, old_fp, fp))
         return false;
     SM_FN(seal)(p, (uint64_t)want << 8 | SM_FN(resized) | alog, 0);
     return true;

@@ -908,6 +908,90 @@ static void batch_free(void)
 MAP_WORD_CASE(sl_tc, 65536)
 MAP_WORD_CASE(sl_lb, 65536)
 MAP_WORD_CASE(sl_iv, 16384)
+/* free_batch's runs are segments of one slab each, their words taken from the map once per granule:
+ * a batch that alternates between two slabs (a segment per block, in sl_iv's classes a slab of
+ * several granules), then runs of one slab, frees every object exactly once and gives both slabs
+ * back; and a double free right after the block that emptied a slab stops the run there, the
+ * emptied slab still going back. SIZE, SIZE2: two classes of the instance not used before. */
+#define SEGMENTS_CASE(SL, SIZE, SIZE2)                                                               \
+    static void SL##_batch_segments(void)                                                          \
+    {                                                                                              \
+        const inst_t *t = &SL##_inst;                                                              \
+        enum { MAX = 512 };                                                                        \
+        static void *objs[MAX], *a[MAX], *b[MAX], *batch[MAX];                                     \
+        unsigned na = 0, nb = 0, n = 0, nobjs = 0;                                                 \
+        uintptr_t wa = 0, wb = 0;                                                                  \
+        size_t base = t->fake_blocks_sized(t->slab);                                               \
+        /* two full slabs of the class: the objects of the first two words seen */                 \
+        while (n < MAX && (!nobjs || na < nobjs || nb < nobjs)) {                                  \
+            void *p = objs[n++] = t->alloc(SIZE, 0);                                               \
+            CHECK(p != NULL);                                                                      \
+            if (!p)                                                                                \
+                return;                                                                            \
+            check_fill(p, SIZE, n);                                                                \
+            uintptr_t w = SL##_lookup(p);                                                          \
+            nobjs = SL##_geometry[SL##_word_cls(w)].nobjs;                                         \
+            if (!wa || w == wa)                                                                    \
+                wa = w, a[na++] = p;                                                               \
+            else if (!wb || w == wb)                                                               \
+                wb = w, b[nb++] = p;                                                               \
+        }                                                                                          \
+        CHECKF(na == nobjs && nb == nobjs, "%s: %u and %u objects of two slabs of %u", t->name, na, nb, nobjs); \
+        unsigned m = 0;                                                                            \
+        for (unsigned i = 0; i < nobjs / 2; i++)                                                   \
+            batch[m++] = a[i], batch[m++] = b[nobjs - 1 - i];                                      \
+        for (unsigned i = nobjs / 2; i < nobjs; i++)                                               \
+            batch[m++] = a[i];                                                                     \
+        for (unsigned i = nobjs / 2; i < nobjs; i++)                                               \
+            batch[m++] = b[nobjs - 1 - i];                                                         \
+        for (unsigned i = 0; i < n; i++) {                                                         \
+            uintptr_t w = SL##_lookup(objs[i]);                                                    \
+            if (w != wa && w != wb)                                                                \
+                t->free(objs[i]);                                                                  \
+        }                                                                                          \
+        err_reset();                                                                               \
+        SL##_free_batch(batch, m);                                                                 \
+        CHECKF(err_total() == 0, "%s: %lu errors freeing two slabs in segments", t->name, err_total()); \
+        /* both slabs empty (one may be kept): every object of both was freed */                   \
+        CHECKF(t->fake_blocks_sized(t->slab) <= base + 1, "%s: %zu slabs left, base %zu", t->name,    \
+               t->fake_blocks_sized(t->slab), base);                                               \
+        /* SIZE2: slab A emptied (the class keeps it), slab B down to one live object; then B's     \
+         * last object and one of its free ones in one batch */                                    \
+        na = nb = n = 0, wa = wb = 0, nobjs = 0;                                                   \
+        while (n < MAX && (!nobjs || na < nobjs || nb < nobjs)) {                                  \
+            void *p = objs[n++] = t->alloc(SIZE2, 0);                                              \
+            CHECK(p != NULL);                                                                      \
+            if (!p)                                                                                \
+                return;                                                                            \
+            uintptr_t w = SL##_lookup(p);                                                          \
+            nobjs = SL##_geometry[SL##_word_cls(w)].nobjs;                                         \
+            if (!wa || w == wa)                                                                    \
+                wa = w, a[na++] = p;                                                               \
+            else if (!wb || w == wb)                                                               \
+                wb = w, b[nb++] = p;                                                               \
+        }                                                                                          \
+        for (unsigned i = 0; i < n; i++) {                                                         \
+            uintptr_t w = SL##_lookup(objs[i]);                                                    \
+            if (w != wb || objs[i] != b[nb - 1])                                                   \
+                t->free(objs[i]);                                                                  \
+        }                                                                                          \
+        size_t before = t->fake_blocks_sized(t->slab);                                             \
+        void *last[2] = { b[nb - 1], b[0] };                                                       \
+        err_reset();                                                                               \
+        SL##_free_batch(last, 2);                                                                  \
+        CHECKF(err_counts[SM_ERR_DOUBLE_FREE] == 1 && err_total() == 1, "%s: %lu double frees, %lu errors", \
+               t->name, err_counts[SM_ERR_DOUBLE_FREE], err_total());                              \
+        CHECKF(t->fake_blocks_sized(t->slab) + 1 == before, "%s: the slab emptied before a double free " \
+               "was not given back (%zu slabs, %zu before)", t->name, t->fake_blocks_sized(t->slab), before); \
+    }
+SEGMENTS_CASE(sl_tc, 256, 512)
+SEGMENTS_CASE(sl_iv, 3000, 1000)
+static void batch_free_segments(void)
+{
+    sl_tc_batch_segments();
+    sl_iv_batch_segments();
+}
+
 /* Slabs of a coloured class take different colours: many slabs of 48 B objects, at least two. */
 static void colours_vary(void)
 {
@@ -1179,6 +1263,7 @@ int main(void)
     RUN_CASE(batch_alloc);
     RUN_CASE(batch_alloc_words);
     RUN_CASE(batch_free);
+    RUN_CASE(batch_free_segments);
     RUN_CASE(shards_by_cpu);
     RUN_CASE(shard_steal);
     RUN_CASE(stress_shards);

@@ -21,40 +21,48 @@ struct SM_FN(cs_alloc_batch) { struct SM_FN(class) *k; unsigned cls, n, got; voi
 SM_INLINE void SM_FN(cs_alloc_batch)(void *arg)
 {
     struct SM_FN(cs_alloc_batch) *a = (struct SM_FN(cs_alloc_batch) *)arg;
-    while (a->got < a->n) {
-        struct SM_FN(slab) *s = a->k->partial;
-        if (!s && !(s = SM_FN(refill)(a->k, a->cls)))
+    struct SM_FN(class) *k = a->k;
+    void **out = a->out;
+    unsigned got = a->got, n = a->n;
+    while (got < n) {
+        struct SM_FN(slab) *s = k->partial;
+        if (!s && !(s = SM_FN(refill)(k, a->cls)))
             break;
         /* take_locked's work, a bitmap word at a time: the bits taken from one word are cleared
          * with one store and counted once, so the section lasts about a ctz and an address per
-         * object. */
-        if (sm_unlikely(s == SM_FN(kept)(a->k)))
-            SM_FN(unkeep)(a->k);
+         * object (in locals: the stores into out[] would make the compiler reload a's fields). */
+        if (sm_unlikely(s == SM_FN(kept)(k)))
+            SM_FN(unkeep)(k);
         uint32_t nfree = s->nfree;
         size_t size = s->size;
+        unsigned start = got;
         do {
             unsigned w = (unsigned)__builtin_ctzll(s->nonempty_words);
             uint64_t bits = s->free_bits[w];
             char *base = s->objects + (size_t)w * 64 * size;
-            unsigned before = a->got;
-            do {
-                a->out[a->got++] = base + (size_t)__builtin_ctzll(bits) * size;
+            unsigned take = (unsigned)__builtin_popcountll(bits);
+            if (take > n - got)
+                take = n - got;
+            for (void **o = out + got, **end = o + take; o < end; o++) {
+                *o = base + (size_t)__builtin_ctzll(bits) * size;
                 bits &= bits - 1;
-            } while (bits && a->got < a->n);
+            }
+            got += take;
             s->free_bits[w] = bits;
             if (!bits)
                 s->nonempty_words &= ~((uint64_t)1 << w);
-            nfree -= a->got - before;
-            a->k->nmalloc += a->got - before;
-        } while (nfree && a->got < a->n);
+            nfree -= take;
+        } while (nfree && got < n);
         s->nfree = nfree;
+        k->nmalloc += got - start;
         if (!nfree) { /* full: off the list (it is the head) */
-            a->k->partial = s->next;
+            k->partial = s->next;
             if (s->next)
                 s->next->prev = NULL;
-            SM_FN(count_partial)(a->k, -1);
+            SM_FN(count_partial)(k, -1);
         }
     }
+    a->got = got;
 }
 
 /* Up to n objects of the class of c->size (c->align <= 16) in one critical section of the class,
@@ -84,14 +92,17 @@ enum {
     SM_FN(batch_run_max) = 64,    /* blocks one section frees */
 };
 
-/* A run of m blocks (slab, index) of one class whose slabs were under k when the run was built.
- * Frees them in order until one was stolen since (its home is no longer k), one is already free
- * (double_freed: its position in the run), or release[] is full; done: how many it dealt with. */
+/* A run of m blocks of one class whose slabs were under k when the run was built: the object
+ * indices idx[0..m), in segments of one slab each (slab[g] owns idx[seg_end[g - 1] .. seg_end[g])).
+ * Frees them in order until a segment's slab was stolen since (its home is no longer k), a block
+ * is already free (double_freed: its position in the run), or release[] is full; done: how many it
+ * dealt with. */
 struct SM_FN(cs_free_run) {
     struct SM_FN(class) *k;
-    struct SM_FN(slab) **run_slab;
-    const uint16_t *run_idx;
-    unsigned m, done, nrelease;
+    struct SM_FN(slab) *const *slab;
+    const uint8_t *seg_end;
+    const uint16_t *idx;
+    unsigned nseg, done, nrelease;
     int double_freed;
     bool evict;
     struct SM_FN(slab) *release[SM_FN(batch_release_max)];
@@ -100,24 +111,23 @@ SM_INLINE void SM_FN(cs_free_run)(void *arg)
 {
     struct SM_FN(cs_free_run) *r = (struct SM_FN(cs_free_run) *)arg;
     unsigned j = 0;
-    for (; j < r->m; j++) {
+    for (unsigned g = 0; g < r->nseg; g++) {
+        struct SM_FN(slab) *s = r->slab[g];
+        /* A slab found under k here stays there while k's lock is held (a steal takes both locks). */
+        if (SM_FN(shards) > 1 && sm_unlikely(__atomic_load_n(&s->home, __ATOMIC_RELAXED) != r->k))
+            break; /* stolen since the run was built: this segment and the rest go round again */
+        unsigned len = r->seg_end[g] - j;
         struct SM_FN(slab) *emptied = NULL;
-        /* Once per slab: a slab found under k here stays there while k's lock is held (a steal
-         * takes both locks). */
-        if (SM_FN(shards) > 1 && (j == 0 || r->run_slab[j] != r->run_slab[j - 1]) &&
-            sm_unlikely(__atomic_load_n(&r->run_slab[j]->home, __ATOMIC_RELAXED) != r->k))
-            break; /* stolen since the run was built: this block and the rest go round again */
-        if (sm_unlikely(!SM_FN(put_locked)(r->k, r->run_slab[j], r->run_idx[j], &emptied, &r->evict))) {
+        unsigned put = SM_FN(put_run_locked)(r->k, s, r->idx + j, len, &emptied, &r->evict);
+        j += put;
+        if (emptied)
+            r->release[r->nrelease++] = emptied;
+        if (sm_unlikely(put < len)) {
             r->double_freed = (int)j++; /* reported after the section; the run ends here */
             break;
         }
-        if (emptied) {
-            r->release[r->nrelease++] = emptied;
-            if (r->nrelease == SM_FN(batch_release_max)) {
-                j++;
-                break; /* out of room: release these, then start a new run */
-            }
-        }
+        if (r->nrelease == SM_FN(batch_release_max))
+            break; /* out of room: release these, then start a new run */
     }
     r->done = j;
 }
@@ -146,35 +156,39 @@ SM_INLINE void SM_FN(free_batch)(void **blocks, unsigned n)
         }
         /* The run: this block and the valid blocks of the same class that follow it; anything
          * else is left to the outer loop, which passes it on or reports it. */
-        unsigned first = i - 1, m = 0;
-        struct SM_FN(slab) *run_slab[SM_FN(batch_run_max)];
+        unsigned first = i - 1, m = 0, nseg = 0;
+        struct SM_FN(slab) *seg_slab[SM_FN(batch_run_max)];
+        uint8_t seg_end[SM_FN(batch_run_max)];
         uint16_t run_idx[SM_FN(batch_run_max)];
-        run_slab[m] = SM_FN(word_slab)(w, g);
+        seg_slab[0] = SM_FN(word_slab)(w, g);
         run_idx[m++] = (uint16_t)idx;
-        struct SM_FN(class) *k = __atomic_load_n(&run_slab[0]->home, __ATOMIC_RELAXED);
-        /* A drained list hands over runs of one slab's objects: a block whose word is the previous
-         * block's (one word per slab) is in the same slab, already checked. */
-        uintptr_t run_w = w;
-        struct SM_FN(slab) *run_s = run_slab[0];
+        struct SM_FN(class) *k = __atomic_load_n(&seg_slab[0]->home, __ATOMIC_RELAXED);
+        /* A drained list hands over runs of one slab's objects: a block in the same map granule as
+         * the block before it has its word (one word per slab), without the map's load. */
+        uintptr_t run_w = w, granule = (uintptr_t)p >> SM_FN(map_shift);
         while (i < n && m < SM_FN(batch_run_max)) {
             p = blocks[i];
-            w = SM_FN(lookup)(p);
-            if (w != run_w) {
-                if (!w || SM_FN(word_cls)(w) != cls)
-                    break;
-                struct SM_FN(slab) *s = SM_FN(word_slab)(w, g);
-                if (SM_FN(shards) > 1 && __atomic_load_n(&s->home, __ATOMIC_RELAXED) != k)
-                    break;
-                run_w = w;
-                run_s = s;
+            if ((uintptr_t)p >> SM_FN(map_shift) != granule) {
+                granule = (uintptr_t)p >> SM_FN(map_shift);
+                w = SM_FN(lookup)(p);
+                if (w != run_w) {
+                    if (!w || SM_FN(word_cls)(w) != cls)
+                        break;
+                    struct SM_FN(slab) *s = SM_FN(word_slab)(w, g);
+                    if (SM_FN(shards) > 1 && __atomic_load_n(&s->home, __ATOMIC_RELAXED) != k)
+                        break;
+                    seg_end[nseg++] = (uint8_t)m;
+                    seg_slab[nseg] = s;
+                    run_w = w;
+                }
             }
-            if ((idx = SM_FN(object_index)(g, w, p)) >= g->nobjs)
+            if ((idx = SM_FN(object_index)(g, run_w, p)) >= g->nobjs)
                 break;
-            run_slab[m] = run_s;
             run_idx[m++] = (uint16_t)idx;
             i++;
         }
-        struct SM_FN(cs_free_run) r = { k, run_slab, run_idx, m, 0, 0, -1, false, { NULL } };
+        seg_end[nseg++] = (uint8_t)m;
+        struct SM_FN(cs_free_run) r = { k, seg_slab, seg_end, run_idx, nseg, 0, 0, -1, false, { NULL } };
         SM_SYNC_FN(atomic_exec)(&k->lock, SM_FN(cs_free_run), &r);
         i = first + r.done; /* blocks of the run not freed yet go round again */
         if (r.double_freed >= 0)

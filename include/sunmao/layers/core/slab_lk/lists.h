@@ -1,8 +1,10 @@
 /* slab_lk/lists.h: a class's partial list and the objects of its slabs, all in the class's critical
  * section: take_locked and put_locked (one object out of or back into a slab's bitmap, the slab on
- * and off the list), retire (an empty slab off the list, to go back), the retain policy's kept slab
- * (kept, unkeep) and the list's length that steals read without the lock (count_partial). A part of
- * slab_lk.h; defines L_count_partial, L_retire, L_kept, L_unkeep, L_take_locked, L_put_locked.
+ * and off the list; put_run_locked, a run of one slab's objects back), retire (an empty slab off
+ * the list, to go back), the retain policy's kept slab (kept, unkeep) and the list's length that
+ * steals read without the lock (count_partial). A part of
+ * slab_lk.h; defines L_count_partial, L_retire, L_kept, L_unkeep, L_take_locked, L_put_run_locked,
+ * L_put_locked.
  * Included alone, as tools/check-headers.sh does, it instantiates the whole layer.
  * @check: SM_LAYER=t <sunmao/policies/sync/spinlock.h> SM_SYNC=spinlock <sunmao/policies/sizeclass/tc.h> SM_SIZECLASS=tc <sunmao/policies/err/warn.h> SM_ERR=warn
  * @check-next: fake */
@@ -73,22 +75,33 @@ SM_INLINE void *SM_FN(take_locked)(struct SM_FN(class) *k, struct SM_FN(slab) *s
     return s->objects + idx * s->size;
 }
 
-/* Marks object idx of slab s (class k) free. False if it already was (a double free: nothing
- * changed). *release is set to the slab when it became empty and the retain policy does not keep
- * it: it goes back to the next layer once the lock is dropped; *evict is set when evict() is to run
- * then. Class lock held. */
-SM_INLINE bool SM_FN(put_locked)(struct SM_FN(class) *k, struct SM_FN(slab) *s, size_t idx,
-                                 struct SM_FN(slab) **release, bool *evict)
+/* Marks objects idx[0..n) of slab s (class k) free, in order, and returns how many it marked: n,
+ * or the position of the first that already was free (a double free: it and the rest unchanged).
+ * The slab's counts and word summary are updated once for the run, not per object: a drained
+ * batch holds runs of one slab's objects. *release is set to the slab when it became empty and the
+ * retain policy does not keep it: it goes back to the next layer once the lock is dropped; *evict
+ * is set when evict() is to run then. Class lock held. */
+SM_INLINE unsigned SM_FN(put_run_locked)(struct SM_FN(class) *k, struct SM_FN(slab) *s, const uint16_t *idx,
+                                         unsigned n, struct SM_FN(slab) **release, bool *evict)
 {
-    uint64_t bit = (uint64_t)1 << (idx % 64);
-    uint64_t *word = &s->free_bits[idx / 64];
-    if (sm_unlikely(*word & bit))
-        return false;
-    *word |= bit;
-    k->nfree++;
-    s->nonempty_words |= (uint64_t)1 << (idx / 64);
-    uint32_t nfree = ++s->nfree;
-    if (nfree == 1) { /* was full: back on the partial list */
+    uint64_t nonempty = s->nonempty_words;
+    unsigned put = 0;
+    for (; put < n; put++) {
+        unsigned x = idx[put];
+        uint64_t bit = (uint64_t)1 << (x % 64);
+        uint64_t *word = &s->free_bits[x / 64];
+        if (sm_unlikely(*word & bit))
+            break;
+        *word |= bit;
+        nonempty |= (uint64_t)1 << (x / 64);
+    }
+    if (sm_unlikely(!put))
+        return 0;
+    s->nonempty_words = nonempty;
+    k->nfree += put;
+    uint32_t before = s->nfree, nfree = before + put;
+    s->nfree = nfree;
+    if (before == 0) { /* was full: back on the partial list */
         s->prev = NULL;
         s->next = k->partial;
         if (k->partial)
@@ -102,7 +115,16 @@ SM_INLINE bool SM_FN(put_locked)(struct SM_FN(class) *k, struct SM_FN(slab) *s, 
         else
             SM_FN(kept_mark)(k, true);
     }
-    return true;
+    return put;
+}
+
+/* Marks object idx of slab s (class k) free: put_run_locked of one. False if it already was (a
+ * double free: nothing changed). */
+SM_INLINE bool SM_FN(put_locked)(struct SM_FN(class) *k, struct SM_FN(slab) *s, size_t idx,
+                                 struct SM_FN(slab) **release, bool *evict)
+{
+    uint16_t one = (uint16_t)idx;
+    return SM_FN(put_run_locked)(k, s, &one, 1, release, evict) == 1;
 }
 
 #endif /* SM_SLAB_LK_PARTS */

@@ -40,18 +40,15 @@ SM_INLINE void SM_FN(cs_alloc_batch)(void *arg)
             unsigned w = (unsigned)__builtin_ctzll(s->nonempty_words);
             uint64_t bits = s->free_bits[w];
             char *base = s->objects + (size_t)w * 64 * size;
-            unsigned take = (unsigned)__builtin_popcountll(bits);
-            if (take > n - got)
-                take = n - got;
-            for (void **o = out + got, **end = o + take; o < end; o++) {
-                *o = base + (size_t)__builtin_ctzll(bits) * size;
+            unsigned before = got;
+            do {
+                out[got++] = base + (size_t)__builtin_ctzll(bits) * size;
                 bits &= bits - 1;
-            }
-            got += take;
+            } while (bits && got < n);
             s->free_bits[w] = bits;
             if (!bits)
                 s->nonempty_words &= ~((uint64_t)1 << w);
-            nfree -= take;
+            nfree -= got - before;
         } while (nfree && got < n);
         s->nfree = nfree;
         k->nmalloc += got - start;

@@ -146,6 +146,10 @@
  * 4.8 -> 4.5 MiB; alloc-test 0.29 -> 0.31 s (more refills of its large classes), the rest unchanged
  * (32 KiB: glibc-thread 4.3 MiB, alloc-test unchanged). Only classes above 512 B are affected. */
 #define SM_OPT_BATCH_BYTES (16u << 10)
+/* ...but a list in heavy use (its limit past 4 batches) moves up to 64 KiB at a time: a thread
+ * allocating then freeing 100 MB of 4 KiB objects made four times the refills and releases, each
+ * a class section and a slab's trip to the buddy heap (docs/default-allocator.md). */
+#define SM_OPT_BATCH_BYTES_MAX (64u << 10)
 /* A base's variant may check the lists harder, and hold freed objects back in them (sunmao-secure,
  * docs/security.md). */
 #ifdef SM_INSTANCE_HARDEN

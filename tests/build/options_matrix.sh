@@ -93,6 +93,7 @@ slab_lk|MX_SLAB|SM_RETAIN=none|
 thread_cache|MX_THREAD|SM_OPT_CACHE_BYTES=(16u << 10)|
 thread_cache|MX_THREAD|SM_OPT_BATCH_MAX=2|ut_batch_max == 2
 thread_cache|MX_THREAD|SM_OPT_BATCH_BYTES=1024|ut_batch_bytes == 1024
+thread_cache|MX_THREAD|SM_OPT_BATCH_BYTES=1024;SM_OPT_BATCH_BYTES_MAX=(256u << 10)|ut_batch_bytes_max == (256u << 10)
 thread_cache|MX_THREAD|SM_OPT_LIST_MAX=32|ut_list_max == 32
 thread_cache|MX_THREAD|SM_OPT_GC_EVENTS=1|
 thread_cache|MX_THREAD|SM_OPT_IDLE_SCAN_REFILLS=1|ut_idle_scan_refills == 1

@@ -188,6 +188,24 @@ static inline void cnt_free_batch(void **blocks, unsigned n)
 #define SM_OPT_CACHE_BYTES (32u << 10)
 #include <sunmao/layers/addon/thread_cache.h>
 
+/* batches of 16 KiB that grow to 64 KiB for a list in heavy use: tgrow :: slab_lk :: fake */
+#define SM_LAYER fkg
+#include "tests/support/fake_next.h"
+#define SM_LAYER slg
+#define SM_NEXT fkg
+#define SM_SYNC spinlock
+#define SM_SIZECLASS tc
+#define SM_ERR callback
+#include <sunmao/layers/core/slab_lk.h>
+#define SM_LAYER tgrow
+#define SM_NEXT slg
+#define SM_SIZECLASS tc
+#define SM_ERR callback
+#define SM_SIZE_MAX (8u << 10)
+#define SM_OPT_BATCH_BYTES (16u << 10)
+#define SM_OPT_BATCH_BYTES_MAX (64u << 10)
+#include <sunmao/layers/addon/thread_cache.h>
+
 _Static_assert(tcache_thread_safe == 1 && tcache_min_align == 16 && tcache_zeroed == 0, "properties");
 
 /* ---- error policy recorder ---- */
@@ -362,6 +380,56 @@ static void slow_start_body(void)
         t_free(objs[i]);
 }
 static void slow_start(void) { in_thread(slow_start_body); }
+
+/* SM_OPT_BATCH_BYTES_MAX: a thread that allocates and frees thousands of 4 KiB objects moves them
+ * in batches that grow past the 16 KiB ones (4 objects) as its list's limit grows, up to 64 KiB
+ * (16): about half the refills and releases it took with 16 KiB. A class used lightly keeps its
+ * small batches: its objects all come from one refill. Contents checked throughout. */
+static void batches_grow_body(void)
+{
+    enum { N = 2000, SIZE = 4096 };
+    static __thread void *objs[N];
+    unsigned cls = cls_of(SIZE);
+    for (int round = 0; round < 3; round++) {
+        uint64_t batches = 0;
+        for (int i = 0; i < N; i++) {
+            sm_mctx_t c = sm_mctx_alloc(SIZE, 0, 0);
+            objs[i] = tgrow_alloc(&c);
+            CHECK(objs[i] != NULL);
+            check_fill(objs[i], SIZE, (unsigned)i);
+            if (i == 0) {
+                batches = tgrow_tls->batches;
+                CHECKF(tgrow_batch_of(cls) == 4, "batch of 4 KiB objects %u, want 4", tgrow_batch_of(cls));
+            }
+        }
+        const struct tgrow_list *l = &tgrow_tls->list[cls];
+        unsigned refills = (unsigned)(tgrow_tls->batches - batches), limit = l->limit;
+        CHECKF(tgrow_batch_for(limit, cls) == 16, "a list of limit %u moves %u, want 16", limit,
+               tgrow_batch_for(limit, cls));
+        CHECKF(refills * 3 <= N / 4 * 2, "round %d: %u refills for %d objects (%d in batches of 4)", round,
+               refills, N, N / 4);
+        for (int i = 0; i < N; i++) {
+            CHECKF(check_verify(objs[i], SIZE, (unsigned)i), "object %d damaged", i);
+            sm_mctx_t c = sm_mctx_block(objs[i], 0, 0);
+            tgrow_free(&c);
+        }
+    }
+    /* a light class: 3 objects, one refill that asks for no more than its batch */
+    void *few[3];
+    uint64_t batches = tgrow_tls->batches;
+    for (int i = 0; i < 3; i++) {
+        sm_mctx_t c = sm_mctx_alloc(2048, 0, 0);
+        few[i] = tgrow_alloc(&c);
+        CHECK(few[i] != NULL);
+    }
+    CHECKF(tgrow_tls->batches - batches <= 3 && tgrow_tls->list[cls_of(2048)].limit <= tgrow_batch_of(cls_of(2048)),
+           "a light list grew to %u", tgrow_tls->list[cls_of(2048)].limit);
+    for (int i = 0; i < 3; i++) {
+        sm_mctx_t c = sm_mctx_block(few[i], 0, 0);
+        tgrow_free(&c);
+    }
+}
+static void batches_grow(void) { in_thread(batches_grow_body); }
 
 /* Frees beyond a list's limit release a batch to the next layer; a list never exceeds its limit. */
 static void overflow_body(void)
@@ -1149,6 +1217,7 @@ int main(void)
     RUN_CASE(slow_start);
     RUN_CASE(first_objects_do_not_share_lines);
     RUN_CASE(overflow);
+    RUN_CASE(batches_grow);
     RUN_CASE(gc_low_water);
     RUN_CASE(idle_scan);
     RUN_CASE(reclaim_none);

@@ -25,6 +25,10 @@
  *   SM_OPT_BATCH_BYTES  a refill or release moves about this many bytes, within [2, SM_OPT_BATCH_MAX]
  *                 objects (default 64 KiB); a list grows by a batch per miss, so for large classes
  *                 this is also how fast the memory a list may hold grows
+ *   SM_OPT_BATCH_BYTES_MAX  a list whose limit has grown past 4 batches moves a quarter of its limit
+ *                 at a time, up to this many bytes (within [2, SM_OPT_BATCH_MAX] objects): a thread
+ *                 allocating or freeing many objects of a class pays the next layer's section per
+ *                 more of them, a list in light use keeps small batches (default SM_OPT_BATCH_BYTES)
  *   SM_OPT_LIST_MAX     most objects one list may hold (default 1024, at most 65535).
  *   SM_OPT_GC_EVENTS    slow-path events between two collections of the reclaim policy (default 64)
  *   SM_OPT_IDLE_SCAN_REFILLS  refills between two scans of the reclaim policy (default 4)
@@ -59,6 +63,7 @@
  * @model: slot reclaim=lowwater slot sync= range
  * @model: key cache_bytes size paper=cache_size key total_bytes size
  * @model: key core_aware bool paper=coreaware_cachesize key batch_max int key batch_bytes size
+ * @model: key batch_bytes_max size
  * @model: key list_max int key gc_events int key idle_scan_refills int
  * @model: key double_free_check bool key harden int key link_at int key hold_bytes size
  * @check: <sunmao/policies/sync/spinlock.h> <sunmao/policies/sizeclass/tc.h> <sunmao/policies/err/warn.h> SM_LAYER=s SM_NEXT=fake_next SM_SYNC=spinlock SM_SIZECLASS=tc SM_ERR=warn <sunmao/layers/core/slab_lk.h> SM_LAYER=t SM_NEXT=s SM_SIZECLASS=tc SM_ERR=warn
@@ -118,6 +123,9 @@
 #ifndef SM_OPT_BATCH_BYTES
 #define SM_OPT_BATCH_BYTES (64u << 10)
 #endif
+#ifndef SM_OPT_BATCH_BYTES_MAX
+#define SM_OPT_BATCH_BYTES_MAX SM_OPT_BATCH_BYTES
+#endif
 #ifndef SM_OPT_LIST_MAX
 #define SM_OPT_LIST_MAX 1024
 #endif
@@ -171,6 +179,7 @@ _Static_assert((long)SM_PROP(SM_NEXT, batch_classes) == (long)SM_SIZECLASS_FN(co
 _Static_assert((size_t)(SM_SIZE_MAX) <= (size_t)SM_SIZECLASS_FN(max_size),
                "thread_cache: SM_SIZE_MAX is above the largest size of the sizeclass policy");
 _Static_assert((SM_OPT_BATCH_BYTES) >= 1024, "thread_cache: SM_OPT_BATCH_BYTES must be at least 1 KiB");
+_Static_assert((SM_OPT_BATCH_BYTES_MAX) >= (SM_OPT_BATCH_BYTES), "thread_cache: SM_OPT_BATCH_BYTES_MAX must be at least SM_OPT_BATCH_BYTES");
 _Static_assert((SM_OPT_BATCH_MAX) >= 2 && (SM_OPT_BATCH_MAX) <= 64, "thread_cache: SM_OPT_BATCH_MAX must be in [2, 64]");
 _Static_assert((SM_OPT_LIST_MAX) >= (SM_OPT_BATCH_MAX) && (SM_OPT_LIST_MAX) <= 65535,
                "thread_cache: SM_OPT_LIST_MAX must be in [SM_OPT_BATCH_MAX, 65535]");
@@ -187,6 +196,7 @@ enum {
     SM_FN(batch_max) = SM_OPT_BATCH_MAX,
     SM_FN(list_max) = SM_OPT_LIST_MAX,
     SM_FN(batch_bytes) = SM_OPT_BATCH_BYTES,
+    SM_FN(batch_bytes_max) = SM_OPT_BATCH_BYTES_MAX,
     SM_FN(idle_scan_refills) = SM_OPT_IDLE_SCAN_REFILLS,
     SM_FN(holding) = (SM_OPT_HOLD_BYTES) != 0, /* the lists are FIFOs with a hold */
 };
@@ -687,6 +697,7 @@ SM_INLINE void SM_FN(fork_child)(void)
 #undef SM_OPT_CORE_AWARE
 #undef SM_OPT_BATCH_MAX
 #undef SM_OPT_BATCH_BYTES
+#undef SM_OPT_BATCH_BYTES_MAX
 #undef SM_OPT_LIST_MAX
 #undef SM_OPT_GC_EVENTS
 #undef SM_OPT_IDLE_SCAN_REFILLS

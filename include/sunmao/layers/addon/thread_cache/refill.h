@@ -4,7 +4,8 @@
  * N_free_batch. Slow start (TCMalloc's): a list's limit starts at 0 and grows by one on each miss
  * or overflow up to its batch (about SM_OPT_BATCH_BYTES, within [2, SM_OPT_BATCH_MAX] objects),
  * then by a batch per miss up to SM_OPT_LIST_MAX: a class used once costs one object, a class used
- * in bursts gets room for the burst. Except that a thread's first objects of a small class fill
+ * in bursts gets room for the burst. A list whose limit passed 4 batches moves a quarter of its
+ * limit at a time, up to about SM_OPT_BATCH_BYTES_MAX (batch_for). Except that a thread's first objects of a small class fill
  * four cache lines of their own, so that objects handed out one at a time to different threads do
  * not share lines. Growth is paid from the byte budget (grow), which asks the reclaim policy for a
  * collection under pressure when it runs out (with SM_SYNC, after asking the pool for more: pool.h).
@@ -69,7 +70,7 @@ SM_SLOWPATH void *SM_FN(refill)(size_t size, sm_mctx_t *c)
     /* The hit path ran before the tables existed, or found a head it may not hand out. */
     if (sm_unlikely(l->head != NULL) && l->count > hold && SM_FN(head_poppable)(cache, l, cls))
         return SM_FN(pop)(cache, l, l->head);
-    unsigned batch = SM_FN(batch_of)(cls);
+    unsigned batch = SM_FN(batch_for)(l->limit, cls);
     /* Slow start, but the first objects fill four cache lines: with two, the hot object (the run's
      * first) could share a 128-byte pair, which the adjacent-line prefetcher moves as one, with
      * another thread's objects. */
@@ -187,7 +188,7 @@ SM_SLOWPATH bool SM_FN(overflow)(sm_mctx_t *c)
             return true;
         }
     }
-    unsigned batch = SM_FN(batch_of)(cls), hold = SM_FN(hold_of)(l);
+    unsigned batch = SM_FN(batch_for)(l->limit, cls), hold = SM_FN(hold_of)(l);
     if (SM_FN(holding) && l->limit < hold + batch)
         SM_FN(grow)(cache, cls, hold + batch); /* room to hold, or frees would go down at once */
     else if (l->limit < batch)

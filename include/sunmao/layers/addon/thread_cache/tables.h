@@ -34,7 +34,7 @@ static struct {
     /* aligned_of[log2(align) - 5][cls] = the smallest cached class >= cls whose size is a multiple
      * of align, or 0 for none (class 0 never is: its objects would be smaller than align). */
     uint8_t aligned_of[SM_FN(align_steps)][SM_FN(class_count)];
-    uint8_t batch[SM_FN(class_count)]; /* see batch_of */
+    uint8_t batch[SM_FN(class_count)], batch_big[SM_FN(class_count)]; /* see batch_of, batch_for */
     /* SM_OPT_CORE_AWARE: each CPU's level-2 cache in KiB, and the largest (platform/core_table.h) */
     uint32_t core_kib[SM_OPT_CORE_AWARE ? SM_FN(core_table_len) : 1];
     uint32_t core_max_kib;
@@ -59,6 +59,13 @@ SM_HOT unsigned SM_FN(class_of)(size_t size) { return SM_FN(slot_of)(size) >> 4;
 
 /* Objects moved per refill or release of class cls: about batch_bytes, within [2, batch_max]. */
 SM_INLINE unsigned SM_FN(batch_of)(unsigned cls) { return SM_FN(obj).batch[cls]; }
+/* What a refill or release of a list with limit `limit` moves: batch_of, or for a list whose limit
+ * has grown past 4 of them, a quarter of the limit up to about batch_bytes_max. */
+SM_INLINE unsigned SM_FN(batch_for)(unsigned limit, unsigned cls)
+{
+    unsigned batch = SM_FN(obj).batch[cls], big = SM_FN(obj).batch_big[cls], quarter = limit / 4;
+    return quarter <= batch ? batch : quarter < big ? quarter : big;
+}
 
 SM_SLOWPATH void SM_FN(report_setup)(const char *detail)
 {
@@ -78,6 +85,8 @@ SM_SLOWPATH void SM_FN(init_once)(void)
         /* atomic: usable_hit may read it while this runs (a block the slab served meanwhile) */
         __atomic_store_n(&SM_FN(obj).class_bytes[cls], (uint32_t)size, __ATOMIC_RELAXED);
         SM_FN(obj).batch[cls] = (uint8_t)(n < 2 ? 2 : n > SM_FN(batch_max) ? SM_FN(batch_max) : n);
+        n = SM_FN(batch_bytes_max) / size;
+        SM_FN(obj).batch_big[cls] = (uint8_t)(n < 2 ? 2 : n > SM_FN(batch_max) ? SM_FN(batch_max) : n);
     }
     for (size_t i = 0; i < (size_t)SM_FN(class_table_len); i++) {
         /* entry 0 serves malloc(0) on the hit path, which the socket would make a 1-byte request */

@@ -5,9 +5,9 @@
  * or overflow up to its batch (about SM_OPT_BATCH_BYTES, within [2, SM_OPT_BATCH_MAX] objects),
  * then by a batch per miss up to SM_OPT_LIST_MAX: a class used once costs one object, a class used
  * in bursts gets room for the burst. A list whose limit passed 4 batches moves a quarter of its
- * limit at a time, up to about SM_OPT_BATCH_BYTES_MAX (batch_for). Except that a thread's first objects of a small class fill
- * four cache lines of their own, so that objects handed out one at a time to different threads do
- * not share lines. Growth is paid from the byte budget (grow), which asks the reclaim policy for a
+ * limit at a time, up to about SM_OPT_BATCH_BYTES_MAX (batch_for). Except that a thread's first
+ * objects of a small class fill four cache lines of their own, so that objects handed out one at a
+ * time to different threads do not share lines. Growth is paid from the byte budget (grow), which asks the reclaim policy for a
  * collection under pressure when it runs out (with SM_SYNC, after asking the pool for more: pool.h).
  * A free's slow path also catches double frees of objects some cache freed (their mark; any
  * thread's) and hands back a block of another CPU's slab instead of caching it

@@ -2,9 +2,8 @@
  * section: take_locked and put_locked (one object out of or back into a slab's bitmap, the slab on
  * and off the list; put_run_locked, a run of one slab's objects back), retire (an empty slab off
  * the list, to go back), the retain policy's kept slab (kept, unkeep) and the list's length that
- * steals read without the lock (count_partial). A part of
- * slab_lk.h; defines L_count_partial, L_retire, L_kept, L_unkeep, L_take_locked, L_put_run_locked,
- * L_put_locked.
+ * steals read without the lock (count_partial). A part of slab_lk.h; defines L_count_partial,
+ * L_retire, L_kept, L_unkeep, L_take_locked, L_put_run_locked, L_put_locked.
  * Included alone, as tools/check-headers.sh does, it instantiates the whole layer.
  * @check: SM_LAYER=t <sunmao/policies/sync/spinlock.h> SM_SYNC=spinlock <sunmao/policies/sizeclass/tc.h> SM_SIZECLASS=tc <sunmao/policies/err/warn.h> SM_ERR=warn
  * @check-next: fake */

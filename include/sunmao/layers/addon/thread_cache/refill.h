@@ -7,11 +7,11 @@
  * in bursts gets room for the burst. A list whose limit passed 4 batches moves a quarter of its
  * limit at a time, up to about SM_OPT_BATCH_BYTES_MAX (batch_for). Except that a thread's first
  * objects of a small class fill four cache lines of their own, so that objects handed out one at a
- * time to different threads do not share lines. Growth is paid from the byte budget (grow), which asks the reclaim policy for a
- * collection under pressure when it runs out (with SM_SYNC, after asking the pool for more: pool.h).
- * A free's slow path also catches double frees of objects some cache freed (their mark; any
- * thread's) and hands back a block of another CPU's slab instead of caching it
- * (owner_local). Figures: docs/layers.md, thread_cache. A part of layers/addon/thread_cache.h,
+ * time to different threads do not share lines. Growth is paid from the byte budget (grow), which
+ * asks the reclaim policy for a collection under pressure when it runs out (with SM_SYNC, after
+ * asking the pool for more: pool.h). A free's slow path also catches double frees of objects some
+ * cache freed (their mark; any thread's) and hands back a block of another CPU's slab instead of
+ * caching it (owner_local). Figures: docs/layers.md, thread_cache. A part of layers/addon/thread_cache.h,
  * which includes it after its other parts (no include guard).
  * Included alone, as tools/check-headers.sh does, it instantiates the whole layer.
  * @check: <sunmao/policies/sync/spinlock.h> <sunmao/policies/sizeclass/tc.h> <sunmao/policies/err/warn.h> SM_LAYER=s SM_NEXT=fake_next SM_SYNC=spinlock SM_SIZECLASS=tc SM_ERR=warn <sunmao/layers/core/slab_lk.h> SM_LAYER=t SM_NEXT=s SM_SIZECLASS=tc SM_ERR=warn

@@ -914,21 +914,19 @@ MAP_WORD_CASE(sl_iv, 16384)
  * back; and a double free right after the block that emptied a slab stops the run there, the
  * emptied slab still going back. SIZE, SIZE2: two classes of the instance not used before. */
 #define SEGMENTS_CASE(SL, SIZE, SIZE2)                                                               \
-    static void SL##_batch_segments(void)                                                          \
+    /* Allocates objects of `size` until two slabs are full of them: objs[0..*n), the first slab's  \
+     * in a[], the second's in b[]; returns the objects a slab holds (0: not reached). */           \
+    static unsigned SL##_two_slabs(size_t size, void **objs, unsigned *n, void **a, void **b)       \
     {                                                                                              \
-        const inst_t *t = &SL##_inst;                                                              \
         enum { MAX = 512 };                                                                        \
-        static void *objs[MAX], *a[MAX], *b[MAX], *batch[MAX];                                     \
-        unsigned na = 0, nb = 0, n = 0, nobjs = 0;                                                 \
+        unsigned na = 0, nb = 0, nobjs = 0;                                                        \
         uintptr_t wa = 0, wb = 0;                                                                  \
-        size_t base = t->fake_blocks_sized(t->slab);                                               \
-        /* two full slabs of the class: the objects of the first two words seen */                 \
-        while (n < MAX && (!nobjs || na < nobjs || nb < nobjs)) {                                  \
-            void *p = objs[n++] = t->alloc(SIZE, 0);                                               \
+        for (*n = 0; *n < MAX && (!nobjs || na < nobjs || nb < nobjs);) {                          \
+            void *p = objs[(*n)++] = SL##_inst.alloc(size, 0);                                     \
             CHECK(p != NULL);                                                                      \
             if (!p)                                                                                \
-                return;                                                                            \
-            check_fill(p, SIZE, n);                                                                \
+                return 0;                                                                          \
+            check_fill(p, size, *n);                                                               \
             uintptr_t w = SL##_lookup(p);                                                          \
             nobjs = SL##_geometry[SL##_word_cls(w)].nobjs;                                         \
             if (!wa || w == wa)                                                                    \
@@ -936,17 +934,28 @@ MAP_WORD_CASE(sl_iv, 16384)
             else if (!wb || w == wb)                                                               \
                 wb = w, b[nb++] = p;                                                               \
         }                                                                                          \
-        CHECKF(na == nobjs && nb == nobjs, "%s: %u and %u objects of two slabs of %u", t->name, na, nb, nobjs); \
-        unsigned m = 0;                                                                            \
+        CHECKF(na == nobjs && nb == nobjs, "%s: %u and %u objects of two slabs of %u", SL##_inst.name, na, \
+               nb, nobjs);                                                                         \
+        return na == nobjs && nb == nobjs ? nobjs : 0;                                             \
+    }                                                                                              \
+    static void SL##_batch_segments(void)                                                          \
+    {                                                                                              \
+        const inst_t *t = &SL##_inst;                                                              \
+        static void *objs[512], *a[512], *b[512], *batch[512];                                     \
+        unsigned n, m = 0;                                                                         \
+        size_t base = t->fake_blocks_sized(t->slab);                                               \
+        unsigned nobjs = SL##_two_slabs(SIZE, objs, &n, a, b);                                     \
+        if (!nobjs)                                                                                \
+            return;                                                                                \
         for (unsigned i = 0; i < nobjs / 2; i++)                                                   \
             batch[m++] = a[i], batch[m++] = b[nobjs - 1 - i];                                      \
         for (unsigned i = nobjs / 2; i < nobjs; i++)                                               \
             batch[m++] = a[i];                                                                     \
         for (unsigned i = nobjs / 2; i < nobjs; i++)                                               \
             batch[m++] = b[nobjs - 1 - i];                                                         \
-        for (unsigned i = 0; i < n; i++) {                                                         \
+        for (unsigned i = 0; i < n; i++) { /* objects of a third slab */                           \
             uintptr_t w = SL##_lookup(objs[i]);                                                    \
-            if (w != wa && w != wb)                                                                \
+            if (w != SL##_lookup(a[0]) && w != SL##_lookup(b[0]))                                  \
                 t->free(objs[i]);                                                                  \
         }                                                                                          \
         err_reset();                                                                               \
@@ -955,28 +964,15 @@ MAP_WORD_CASE(sl_iv, 16384)
         /* both slabs empty (one may be kept): every object of both was freed */                   \
         CHECKF(t->fake_blocks_sized(t->slab) <= base + 1, "%s: %zu slabs left, base %zu", t->name,    \
                t->fake_blocks_sized(t->slab), base);                                               \
-        /* SIZE2: slab A emptied (the class keeps it), slab B down to one live object; then B's     \
+        /* SIZE2: slab a emptied (the class keeps it), slab b down to one live object; then b's     \
          * last object and one of its free ones in one batch */                                    \
-        na = nb = n = 0, wa = wb = 0, nobjs = 0;                                                   \
-        while (n < MAX && (!nobjs || na < nobjs || nb < nobjs)) {                                  \
-            void *p = objs[n++] = t->alloc(SIZE2, 0);                                              \
-            CHECK(p != NULL);                                                                      \
-            if (!p)                                                                                \
-                return;                                                                            \
-            uintptr_t w = SL##_lookup(p);                                                          \
-            nobjs = SL##_geometry[SL##_word_cls(w)].nobjs;                                         \
-            if (!wa || w == wa)                                                                    \
-                wa = w, a[na++] = p;                                                               \
-            else if (!wb || w == wb)                                                               \
-                wb = w, b[nb++] = p;                                                               \
-        }                                                                                          \
-        for (unsigned i = 0; i < n; i++) {                                                         \
-            uintptr_t w = SL##_lookup(objs[i]);                                                    \
-            if (w != wb || objs[i] != b[nb - 1])                                                   \
+        if (!(nobjs = SL##_two_slabs(SIZE2, objs, &n, a, b)))                                      \
+            return;                                                                                \
+        for (unsigned i = 0; i < n; i++)                                                           \
+            if (objs[i] != b[nobjs - 1])                                                           \
                 t->free(objs[i]);                                                                  \
-        }                                                                                          \
         size_t before = t->fake_blocks_sized(t->slab);                                             \
-        void *last[2] = { b[nb - 1], b[0] };                                                       \
+        void *last[2] = { b[nobjs - 1], b[0] };                                                    \
         err_reset();                                                                               \
         SL##_free_batch(last, 2);                                                                  \
         CHECKF(err_counts[SM_ERR_DOUBLE_FREE] == 1 && err_total() == 1, "%s: %lu double frees, %lu errors", \

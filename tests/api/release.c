@@ -254,6 +254,33 @@ static long minor_faults(void)
  * its 75 chunks unmapped and faulted in again (18% of the phase's pages, now under 1%).
  * Counted with getrusage's minor faults; a second try forgives one stall of the machine longer
  * than the decay time between the phases. */
+/* One phase of next_phase_reuses: n blocks of `size`, each written whole with its pattern; false if
+ * a malloc failed (the blocks made so far are freed). */
+static bool phase_build(char **p, size_t n, size_t size, unsigned salt)
+{
+    for (size_t i = 0; i < n; i++) {
+        p[i] = ALLOC(malloc)(size);
+        CHECKF(p[i] != NULL, "malloc(%zu) failed after %zu blocks", size, i);
+        if (!p[i]) {
+            while (i--)
+                ALLOC(free)(p[i]);
+            return false;
+        }
+        memset(p[i], (int)((i ^ salt) & 0x7f), size);
+    }
+    return true;
+}
+/* Its end: every block checked at both ends and freed; false if one lost its contents. */
+static bool phase_drop(char **p, size_t n, size_t size, unsigned salt)
+{
+    bool intact = true;
+    for (size_t i = 0; i < n; i++) {
+        char want = (char)((i ^ salt) & 0x7f);
+        intact = intact && p[i][0] == want && p[i][size - 1] == want;
+        ALLOC(free)(p[i]);
+    }
+    return intact;
+}
 static void next_phase_reuses(void)
 {
     enum { FIRST = 256, SECOND = 1024 };
@@ -265,33 +292,14 @@ static void next_phase_reuses(void)
     double ratio = 1, pages = (double)reuse_mib * 1024 * 1024 / (double)sysconf(_SC_PAGESIZE);
     for (int attempt = 0; attempt < 2 && ratio > 0.05; attempt++) {
         long f0 = minor_faults();
-        for (size_t i = 0; i < n1; i++) {
-            p[i] = ALLOC(malloc)(FIRST);
-            CHECKF(p[i] != NULL, "malloc(%d) failed after %zu blocks", FIRST, i);
-            if (!p[i])
-                return;
-            memset(p[i], (int)(i & 0x7f), FIRST);
-        }
-        bool intact = true;
-        for (size_t i = 0; i < n1; i++) {
-            intact = intact && p[i][0] == (char)(i & 0x7f) && p[i][FIRST - 1] == (char)(i & 0x7f);
-            ALLOC(free)(p[i]);
-        }
-        CHECKF(intact, "a block of the first phase lost its contents");
+        if (!phase_build(p, n1, FIRST, 0))
+            break;
+        CHECKF(phase_drop(p, n1, FIRST, 0), "a block of the first phase lost its contents");
         long f1 = minor_faults();
-        for (size_t i = 0; i < n2; i++) {
-            p[i] = ALLOC(malloc)(SECOND);
-            CHECKF(p[i] != NULL, "malloc(%d) failed after %zu blocks", SECOND, i);
-            if (!p[i])
-                return;
-            memset(p[i], (int)(~i & 0x7f), SECOND);
-        }
+        if (!phase_build(p, n2, SECOND, 0x55))
+            break;
         long f2 = minor_faults();
-        for (size_t i = 0; i < n2; i++) {
-            intact = intact && p[i][0] == (char)(~i & 0x7f) && p[i][SECOND - 1] == (char)(~i & 0x7f);
-            ALLOC(free)(p[i]);
-        }
-        CHECKF(intact, "a block of the second phase lost its contents");
+        CHECKF(phase_drop(p, n2, SECOND, 0x55), "a block of the second phase lost its contents");
         ratio = (double)(f2 - f1) / pages;
         printf("# next phase: %ld MiB of %d-byte objects took %ld faults, then as much of %d-byte objects %ld "
                "(%.1f%% of its %.0f pages)\n", reuse_mib, FIRST, f1 - f0, SECOND, f2 - f1, ratio * 100, pages);

@@ -336,6 +336,10 @@ SM_INLINE char *SM_FN(below)(char *p, uint64_t info, uint64_t k, size_t *bytes, 
     return p - ((size_t)1 << alog);
 }
 
+/* Undoes below() for a free the next layer's hit did not take: the header's info word is still in
+ * place, so nothing of the free needs to stay live across the next layer's hit path. */
+SM_SLOWPATH void SM_FN(unfree)(char *p) { SM_FN(seal)(p, SM_FN(load)(p - 8), 0); }
+
 SM_INLINE int SM_FN(create)(void) { return SM_NEXT_FN(create)(); }
 
 /* ---- the hit paths (capability HIT; they miss whenever the next layer's do) ---- */
@@ -365,7 +369,7 @@ SM_HOT bool SM_FN(free_hit)(void *ptr, size_t size, unsigned flags, uintptr_t *o
     char *base = SM_FN(below)(p, info, k, &bytes, &below_flags);
     if (sm_likely(SM_NEXT_FN(free_hit)(base, bytes, below_flags, owner_word)))
         return true;
-    SM_FN(seal)(p, info, 0);
+    SM_FN(unfree)(p);
     return false;
 }
 

@@ -988,6 +988,44 @@ static void batch_free_segments(void)
     sl_iv_batch_segments();
 }
 
+static int ptr_order(const void *x, const void *y)
+{
+    uintptr_t a = (uintptr_t)*(void *const *)x, b = (uintptr_t)*(void *const *)y;
+    return a < b ? -1 : a > b;
+}
+
+/* A run keeps its slab's bitmap word in a register from one object to the next: a batch of one
+ * slab's objects in address order, up and then down, each run crossing words, into a slab that stays
+ * in use (its first object live). Allocating as many again hands out exactly the objects freed. */
+static void batch_free_words(void)
+{
+    const inst_t *t = &sl_tc_inst;
+    static void *objs[512], *a[512], *b[512], *batch[512], *again[512];
+    unsigned n, m = 0, nobjs = sl_tc_two_slabs(384, objs, &n, a, b);
+    if (!nobjs)
+        return;
+    CHECKF(nobjs > 128, "%u objects a slab: the runs cross fewer than three words", nobjs);
+    unsigned top = nobjs - 1 < 240 ? nobjs - 1 : 240, mid = top / 2;
+    for (unsigned i = 1; i <= mid; i++)
+        batch[m++] = a[i];
+    for (unsigned i = top; i > mid; i--)
+        batch[m++] = a[i];
+    err_reset();
+    sl_tc_free_batch(batch, m);
+    CHECKF(err_total() == 0, "%lu errors on valid frees", err_total());
+    for (unsigned i = 0; i < m; i++)
+        CHECK((again[i] = t->alloc(384, 0)) != NULL);
+    qsort(batch, m, sizeof *batch, ptr_order);
+    qsort(again, m, sizeof *again, ptr_order);
+    unsigned same = 0;
+    for (unsigned i = 0; i < m; i++)
+        same += batch[i] == again[i];
+    CHECKF(same == m, "%u of the %u objects freed were handed out again", same, m);
+    for (unsigned i = 0; i < n; i++)
+        t->free(objs[i]);
+    CHECKF(err_total() == 0, "%lu errors freeing the two slabs", err_total());
+}
+
 /* Slabs of a coloured class take different colours: many slabs of 48 B objects, at least two. */
 static void colours_vary(void)
 {
@@ -1260,6 +1298,7 @@ int main(void)
     RUN_CASE(batch_alloc_words);
     RUN_CASE(batch_free);
     RUN_CASE(batch_free_segments);
+    RUN_CASE(batch_free_words);
     RUN_CASE(shards_by_cpu);
     RUN_CASE(shard_steal);
     RUN_CASE(stress_shards);

@@ -80,20 +80,40 @@ SM_INLINE void *SM_FN(take_locked)(struct SM_FN(class) *k, struct SM_FN(slab) *s
  * batch holds runs of one slab's objects. *release is set to the slab when it became empty and the
  * retain policy does not keep it: it goes back to the next layer once the lock is dropped; *evict
  * is set when evict() is to run then. Class lock held. */
-SM_INLINE unsigned SM_FN(put_run_locked)(struct SM_FN(class) *k, struct SM_FN(slab) *s, const uint16_t *idx,
-                                         unsigned n, struct SM_FN(slab) **release, bool *evict)
+SM_HOT unsigned SM_FN(put_run_locked)(struct SM_FN(class) *k, struct SM_FN(slab) *s, const uint16_t *idx,
+                                      unsigned n, struct SM_FN(slab) **release, bool *evict)
 {
     uint64_t nonempty = s->nonempty_words;
     unsigned put = 0;
+    /* The bitmap word of the last object stays in a register until an object of another word: a
+     * drained list hands a slab's objects over in address order (up or down), so neighbours in
+     * the run mostly share a word. */
+    unsigned w = ~0u;
+    uint64_t bits = 0;
+    if (n == 1) { /* a lone object (a scattered drain, or put_locked): no word to carry */
+        uint64_t bit = (uint64_t)1 << (idx[0] % 64u), *word = &s->free_bits[idx[0] / 64u];
+        if (sm_unlikely(*word & bit))
+            return 0;
+        *word |= bit;
+        nonempty |= (uint64_t)1 << (idx[0] / 64u);
+        put = 1;
+    }
     for (; put < n; put++) {
         unsigned x = idx[put];
-        uint64_t bit = (uint64_t)1 << (x % 64);
-        uint64_t *word = &s->free_bits[x / 64];
-        if (sm_unlikely(*word & bit))
+        if (x / 64u != w) {
+            if (w != ~0u)
+                s->free_bits[w] = bits;
+            w = x / 64u;
+            bits = s->free_bits[w];
+            nonempty |= (uint64_t)1 << w;
+        }
+        uint64_t bit = (uint64_t)1 << (x % 64u);
+        if (sm_unlikely(bits & bit))
             break;
-        *word |= bit;
-        nonempty |= (uint64_t)1 << (x / 64);
+        bits |= bit;
     }
+    if (w != ~0u)
+        s->free_bits[w] = bits;
     if (sm_unlikely(!put))
         return 0;
     s->nonempty_words = nonempty;

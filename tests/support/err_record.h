@@ -9,18 +9,24 @@
 #include <sunmao/core/errors.h>
 
 static unsigned long err_counts[SM_ERR_KIND_COUNT];
-/* The reports since the last memset(&errs, 0, sizeof errs), and the last one's kind, layer and
- * pointer: what single-threaded cases check a report against. */
+/* The reports since the last memset(&errs, 0, sizeof errs), and the last one's kind, layer,
+ * pointer and detail text (cut to 255 bytes): what single-threaded cases check a report against. */
 static struct {
     int calls;
     sm_err_kind_t kind;
     const char *layer;
     const void *ptr;
+    char detail[256];
 } errs;
 static void on_error(sm_err_kind_t kind, const char *layer, const void *ptr, const char *detail)
 {
-    (void)detail;
     __atomic_add_fetch(&err_counts[kind], 1, __ATOMIC_RELAXED);
+    for (size_t i = 0; i + 1 < sizeof errs.detail; i++) { /* byte by byte, atomic: threads may report at once */
+        char ch = detail ? detail[i] : 0;
+        __atomic_store_n(&errs.detail[i], ch, __ATOMIC_RELAXED);
+        if (!ch)
+            break;
+    }
     __atomic_add_fetch(&errs.calls, 1, __ATOMIC_RELAXED);
     __atomic_store_n(&errs.kind, kind, __ATOMIC_RELAXED);
     __atomic_store_n(&errs.layer, layer, __ATOMIC_RELAXED);

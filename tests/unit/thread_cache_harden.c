@@ -108,14 +108,23 @@ static void middle_object_body(void)
 static void middle_object(void) { in_thread(middle_object_body); }
 
 /* Thread exit drains every list: the objects above a damaged one go back to the slab, the report is
- * made once, and the damaged one and those after it are not given to the slab. */
+ * made once, naming the objects dropped, and the damaged one and those after it are not given to the
+ * slab. A list of 32-byte objects is drained first into the same batch, so the damage lies past the
+ * batch's first hand-over. */
 static void *drained[N];
 static void drain_stops_body(void)
 {
+    alloc_free_rounds(a1, f1, 32, 24, 6, NULL);
+    unsigned small = th1_tls->list[sm_sizeclass_tc_size_to_class(32)].count;
+    CHECKF(small > N - 20 && small < N, "%u objects of 32 bytes cached", small);
     warm1(drained);
     ((uint8_t *)drained[20])[0] ^= 0x40;
+    char dropped[64];
+    snprintf(dropped, sizeof dropped, "; %u cached objects dropped", th1_tls->list[cls64()].count - 20);
+    memset(&errs, 0, sizeof errs);
     th1_thread_exit();
     CHECKF(err_counts[SM_ERR_CORRUPTION] == 1 && err_total() == 1, "%lu reports", err_total());
+    CHECKF(strstr(errs.detail, dropped) != NULL, "report: %s; want%s", errs.detail, dropped);
 }
 /* Another thread takes objects from the slab: it meets the 20 objects above the damage again (they
  * went back) and never the damaged one or those after it (lost: their links cannot be trusted). */

@@ -37,14 +37,6 @@ struct SM_FN(sink) {
     unsigned n;
     void *blocks[SM_FN(batch_max)];
 };
-SM_INLINE void SM_FN(sink_put)(struct SM_FN(sink) *sink, void *p)
-{
-    sink->blocks[sink->n++] = p;
-    if (sink->n == SM_FN(batch_max)) {
-        SM_FN(give_blocks)(sink->blocks, sink->n);
-        sink->n = 0;
-    }
-}
 
 /* Object p of list l failed its check (thread_cache.h, SM_OPT_HARDEN): the program wrote into an
  * object it had freed, or overflowed into one, or a signal handler's malloc or free ran inside this
@@ -64,22 +56,33 @@ SM_SLOWPATH void SM_FN(list_corrupt)(const struct SM_FN(cache) *cache, struct SM
     SM_ERR_FN(raise)(SM_ERR_CORRUPTION, SM_LAYER_NAME, p, detail);
 }
 
-/* Moves the first n objects of list l (of cache) into the sink; a failed check stops it there. */
+/* Moves the first n objects of list l (of cache) into the sink; a failed check stops it there.
+ * As many at a time as the sink has room for, so the walk keeps its count in a register and tests
+ * for a full sink once per stretch, not per object. */
 SM_INLINE void SM_FN(drain)(const struct SM_FN(cache) *cache, struct SM_FN(list) *l, unsigned n, struct SM_FN(sink) *sink)
 {
     void *p = l->head, *last = NULL;
-    for (unsigned i = 0; i < n; i++) {
-        /* NULL before count: the chain was cut (with a hold, an object appended twice) */
-        if (!p || (SM_OPT_HARDEN && !SM_FN(is_cached)(cache, p))) {
-            l->head = p;
-            l->count -= i;
-            SM_FN(list_corrupt)(cache, l, p ? p : last);
-            return;
+    for (unsigned left = n; left;) {
+        unsigned room = SM_FN(batch_max) - sink->n, m = left < room ? left : room;
+        void **out = sink->blocks + sink->n;
+        for (unsigned i = 0; i < m; i++) {
+            /* NULL before count: the chain was cut (with a hold, an object appended twice) */
+            if (!p || (SM_OPT_HARDEN && !SM_FN(is_cached)(cache, p))) {
+                sink->n += i;
+                l->head = p;
+                l->count -= n - left + i;
+                SM_FN(list_corrupt)(cache, l, p ? p : last);
+                return;
+            }
+            last = p;
+            out[i] = p;
+            p = SM_FN(link_load)(cache, p);
         }
-        last = p;
-        void *next = SM_FN(link_load)(cache, p);
-        SM_FN(sink_put)(sink, p);
-        p = next;
+        left -= m;
+        if ((sink->n += m) == SM_FN(batch_max)) {
+            SM_FN(give_blocks)(sink->blocks, sink->n);
+            sink->n = 0;
+        }
     }
     l->head = p;
     l->count -= n;

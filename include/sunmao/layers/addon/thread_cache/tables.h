@@ -72,6 +72,13 @@ SM_SLOWPATH void SM_FN(report_setup)(const char *detail)
     SM_ERR_FN(raise)(SM_ERR_BAD_REQUEST, SM_LAYER_NAME, NULL, detail);
 }
 
+/* Objects of `size` in a batch of about `bytes`, within [2, batch_max]. */
+SM_SLOWPATH uint8_t SM_FN(batch_objects)(size_t bytes, size_t size)
+{
+    size_t n = bytes / size;
+    return (uint8_t)(n < 2 ? 2 : n > SM_FN(batch_max) ? SM_FN(batch_max) : n);
+}
+
 /* Once per process, from the first slow path: the tables. */
 SM_SLOWPATH void SM_FN(init_once)(void)
 {
@@ -81,12 +88,11 @@ SM_SLOWPATH void SM_FN(init_once)(void)
         first++;
     unsigned last = SM_SIZECLASS_FN(size_to_class)((size_t)(SM_SIZE_MAX));
     for (unsigned cls = first; cls <= last; cls++) {
-        size_t size = SM_SIZECLASS_FN(class_to_size)(cls), n = SM_FN(batch_bytes) / size;
+        size_t size = SM_SIZECLASS_FN(class_to_size)(cls);
         /* atomic: usable_hit may read it while this runs (a block the slab served meanwhile) */
         __atomic_store_n(&SM_FN(obj).class_bytes[cls], (uint32_t)size, __ATOMIC_RELAXED);
-        SM_FN(obj).batch[cls] = (uint8_t)(n < 2 ? 2 : n > SM_FN(batch_max) ? SM_FN(batch_max) : n);
-        n = SM_FN(batch_bytes_max) / size;
-        SM_FN(obj).batch_big[cls] = (uint8_t)(n < 2 ? 2 : n > SM_FN(batch_max) ? SM_FN(batch_max) : n);
+        SM_FN(obj).batch[cls] = SM_FN(batch_objects)(SM_FN(batch_bytes), size);
+        SM_FN(obj).batch_big[cls] = SM_FN(batch_objects)(SM_FN(batch_bytes_max), size);
     }
     for (size_t i = 0; i < (size_t)SM_FN(class_table_len); i++) {
         /* entry 0 serves malloc(0) on the hit path, which the socket would make a 1-byte request */

@@ -631,7 +631,13 @@ SM_INLINE bool SM_FN(reshape)(sm_mctx_t *c, size_t n, bool (*below)(sm_mctx_t *,
 SM_INLINE bool SM_FN(resize)(sm_mctx_t *c, size_t n) { return SM_FN(reshape)(c, n, SM_NEXT_FN(resize)); }
 
 /* The socket's move of a large growth (capability MOVE). */
-SM_INLINE bool SM_FN(move)(sm_mctx_t *c, size_t n) { return SM_FN(reshape)(c, n, SM_NEXT_FN(move)); }
+SM_INLINE bool SM_FN(move)(sm_mctx_t *c, size_t n)
+{
+    /* An aligned block's header is found from the pointer's alignment, which pages moved elsewhere
+     * need not keep (tail_chksum's move, the same): it is copied. */
+    uint64_t info = c->ptr ? SM_FN(live_info)((char *)c->ptr) : 0;
+    return info && SM_FN(info_alog)(info) == 4 && SM_FN(reshape)(c, n, SM_NEXT_FN(move));
+}
 
 /* A range of a block the caller holds lies inside the next layer's block. */
 SM_INLINE bool SM_FN(purge)(sm_mctx_t *c) { return SM_NEXT_FN(purge)(c); }

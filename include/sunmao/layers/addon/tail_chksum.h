@@ -521,6 +521,10 @@ SM_INLINE bool SM_FN(move)(sm_mctx_t *c, size_t want)
     if (!SM_FN(intact)(p, SM_OPT_CHECK_REALLOC, &info, &k) && SM_FN(held)(p, "realloc", &info, &n) != SM_FN(s_live))
         return false;
     unsigned alog = SM_FN(info_alog)(info);
+    /* An aligned block's header is found from the pointer's alignment, which pages moved elsewhere
+     * need not keep (a 2 MiB-aligned block grown to 64 MiB was not found again): it is copied. */
+    if (alog != 4)
+        return false;
     sm_mctx_t r = sm_mctx_block(p - ((size_t)1 << alog), 0, 0);
     if (!SM_NEXT_FN(move)(&r, SM_FN(footprint)(want, alog)))
         return false;

@@ -132,7 +132,7 @@ decay_cache|MX_DECAY|SM_OPT_MAX_WASTE=0|
 decay_cache|MX_DECAY|SM_OPT_DECAY_MS=5|
 decay_cache|MX_DECAY|SM_OPT_PURGE_LAZY=1|
 decay_cache|MX_DECAY_MMAP|SM_OPT_GROW=1|
-decay_cache|MX_DECAY|SM_OPT_MAX_BLOCKS=1|sizeof ut_obj.slots / sizeof ut_obj.slots[0] == 1
+decay_cache|MX_DECAY|SM_OPT_MAX_BLOCKS=1|sizeof ut_slots / sizeof ut_slots[0] == 1
 decay_cache|MX_DECAY|SM_OPT_MAX_BYTES=(1u << 20)|
 decay_cache|MX_DECAY|SM_OPT_MAX_BLOCK=(1u << 20)|
 mmap_heap|MX_MMAP|SM_OPT_GROWTH=(64u << 10)|mx_usable_of(1) == (64u << 10)

@@ -62,8 +62,8 @@ static int error_total(void)
     ({                                                                                                               \
         uint64_t s_ = 0;                                                                                             \
         for (unsigned i_ = 0; i_ < 4; i_++)                                                                          \
-            if (inst##_obj.slots[i_].ptr == (char *)(p) && inst##_obj.slots[i_].state != inst##_s_empty)             \
-                s_ = inst##_obj.slots[i_].since_ms;                                                                  \
+            if (inst##_slots[i_].ptr == (char *)(p) && inst##_slots[i_].state != inst##_s_empty)             \
+                s_ = inst##_slots[i_].since_ms;                                                                  \
         s_;                                                                                                          \
     })
 

@@ -38,9 +38,9 @@
  * layer (remap, split, join) with SM_OPT_GROW 1. Also L_flush, L_is_cached.
  *
  * Invariants:
- * - The cache is a fixed array of SM_OPT_MAX_BLOCKS slots in the instance's static object (no
- *   allocation); a slot is empty, dirty (as the user left it), purged, or busy (being purged outside
- *   the lock: neither handed out nor freed twice meanwhile); blocks and bytes count them all.
+ * - The cache is a fixed array of SM_OPT_MAX_BLOCKS static slots (no allocation); a slot is empty,
+ *   dirty (as the user left it), purged, or busy (being purged outside the lock: neither handed out
+ *   nor freed twice meanwhile); blocks and bytes count them all.
  * - A block idle DECAY_MS is purged, idle 2 x DECAY_MS it goes back to the next layer. Each free that
  *   reaches this layer and each large allocation compares CLOCK_MONOTONIC_COARSE (vDSO) with
  *   next_deadline (one load); only when it has passed is the cache scanned. Keeping a block notes it
@@ -131,8 +131,11 @@ static struct {
     SM_SYNC_FN(t) lock;
     size_t blocks, bytes;     /* cached, busy included */
     uint64_t next_deadline;   /* earliest time a slot needs a purge or a return; read without lock */
-    struct SM_FN(slot) slots[SM_OPT_MAX_BLOCKS];
-} SM_FN(obj) = { SM_SYNC_INIT, 0, 0, UINT64_MAX, { { 0, 0, 0, 0 } } };
+} SM_FN(obj) = { SM_SYNC_INIT, 0, 0, UINT64_MAX };
+/* The slots (under obj.lock), apart from obj: zero to start with, so they lie in .bss and a page of
+ * them is resident only once a slot on it is used, where a part of obj's initialised data would
+ * put all of them in the library's file-backed data (8 KiB with sunmao's 256 slots). */
+static struct SM_FN(slot) SM_FN(slots)[SM_OPT_MAX_BLOCKS];
 
 SM_INLINE uint64_t SM_FN(now_ms)(void) { return sm_plat_now_ms(); }
 
@@ -164,7 +167,7 @@ SM_INLINE void SM_FN(cs_take)(void *arg)
     size_t need = t->need, align = t->align;
     struct SM_FN(slot) *best = NULL, *grow = NULL;
     for (unsigned i = 0; i < SM_OPT_MAX_BLOCKS; i++) {
-        struct SM_FN(slot) *s = &SM_FN(obj).slots[i];
+        struct SM_FN(slot) *s = &SM_FN(slots)[i];
         if ((s->state != SM_FN(s_dirty) && s->state != SM_FN(s_purged)) || s->size < need ||
             !sm_ptr_aligned(s->ptr, align))
             continue;
@@ -180,7 +183,7 @@ SM_INLINE void SM_FN(cs_take)(void *arg)
          * request without faults, only the difference faults in, and the cache stops holding it:
          * separate mappings cannot coalesce, and this is how they still add up to a larger one. */
         for (unsigned i = 0; i < SM_OPT_MAX_BLOCKS; i++) {
-            struct SM_FN(slot) *s = &SM_FN(obj).slots[i];
+            struct SM_FN(slot) *s = &SM_FN(slots)[i];
             if (s->state == SM_FN(s_dirty) && (!grow || s->size > grow->size))
                 grow = s;
         }
@@ -254,7 +257,7 @@ SM_SLOWPATH size_t SM_FN(flush)(void)
     w.purge_count = w.return_count = 0;
     SM_SYNC_FN(lock)(&SM_FN(obj).lock);
     for (unsigned i = 0; i < SM_OPT_MAX_BLOCKS; i++) {
-        struct SM_FN(slot) *s = &SM_FN(obj).slots[i];
+        struct SM_FN(slot) *s = &SM_FN(slots)[i];
         if (s->state == SM_FN(s_dirty) || s->state == SM_FN(s_purged))
             SM_FN(evict_locked)(s, &w);
     }
@@ -285,7 +288,7 @@ struct SM_FN(cs_keep) { char *ptr; size_t size; uint64_t now; struct SM_FN(chore
 SM_INLINE void SM_FN(join_neighbours_locked)(struct SM_FN(cs_keep) *k, struct SM_FN(slot) **free_slot)
 {
     for (unsigned i = 0; i < SM_OPT_MAX_BLOCKS; i++) {
-        struct SM_FN(slot) *s = &SM_FN(obj).slots[i];
+        struct SM_FN(slot) *s = &SM_FN(slots)[i];
         if (s->state != SM_FN(s_dirty) && s->state != SM_FN(s_purged))
             continue;
         sm_mctx_t m;
@@ -315,7 +318,7 @@ SM_INLINE void SM_FN(cs_keep)(void *arg)
     uint64_t now = k->now;
     struct SM_FN(slot) *free_slot = NULL;
     for (unsigned i = 0; i < SM_OPT_MAX_BLOCKS; i++) {
-        struct SM_FN(slot) *s = &SM_FN(obj).slots[i];
+        struct SM_FN(slot) *s = &SM_FN(slots)[i];
         if (s->ptr == k->ptr && s->state != SM_FN(s_empty)) {
             k->twice = true;
             return;
@@ -327,7 +330,7 @@ SM_INLINE void SM_FN(cs_keep)(void *arg)
     while (SM_FN(obj).blocks && (!free_slot || SM_FN(obj).bytes + size > (size_t)(SM_OPT_MAX_BYTES))) {
         struct SM_FN(slot) *oldest = NULL;
         for (unsigned i = 0; i < SM_OPT_MAX_BLOCKS; i++) {
-            struct SM_FN(slot) *s = &SM_FN(obj).slots[i];
+            struct SM_FN(slot) *s = &SM_FN(slots)[i];
             if ((s->state == SM_FN(s_dirty) || s->state == SM_FN(s_purged)) &&
                 (!oldest || s->since_ms < oldest->since_ms))
                 oldest = s;
@@ -398,7 +401,7 @@ SM_SLOWPATH bool SM_FN(is_cached)(const void *p)
     bool found = false;
     SM_SYNC_FN(lock)(&SM_FN(obj).lock);
     for (unsigned i = 0; i < SM_OPT_MAX_BLOCKS && !found; i++)
-        found = SM_FN(obj).slots[i].ptr == p && SM_FN(obj).slots[i].state != SM_FN(s_empty);
+        found = SM_FN(slots)[i].ptr == p && SM_FN(slots)[i].state != SM_FN(s_empty);
     SM_SYNC_FN(unlock)(&SM_FN(obj).lock);
     return found;
 }
@@ -424,7 +427,7 @@ SM_INLINE void SM_FN(cs_adjacent)(void *arg)
 {
     struct SM_FN(cs_adjacent) *a = (struct SM_FN(cs_adjacent) *)arg;
     for (unsigned i = 0; i < SM_OPT_MAX_BLOCKS; i++) {
-        struct SM_FN(slot) *s = &SM_FN(obj).slots[i];
+        struct SM_FN(slot) *s = &SM_FN(slots)[i];
         if (s->ptr != a->at || (s->state != SM_FN(s_dirty) && s->state != SM_FN(s_purged)))
             continue;
         if (s->size >= a->need) {
@@ -507,8 +510,8 @@ SM_INLINE void SM_FN(cs_stats)(void *arg)
     l->blocks = SM_FN(obj).blocks;
     l->held = SM_FN(obj).bytes;
     for (unsigned i = 0; i < SM_OPT_MAX_BLOCKS; i++)
-        if (SM_FN(obj).slots[i].state == SM_FN(s_dirty))
-            l->dirty += SM_FN(obj).slots[i].size;
+        if (SM_FN(slots)[i].state == SM_FN(s_dirty))
+            l->dirty += SM_FN(slots)[i].size;
 }
 SM_INLINE void SM_FN(stats)(sm_stats_t *s)
 {

@@ -36,7 +36,7 @@ static void SM_FN(collect_due_locked)(uint64_t now, struct SM_FN(chores) *w)
     const uint64_t decay = SM_FN(decay_ms);
     uint64_t next = UINT64_MAX;
     for (unsigned i = 0; i < SM_OPT_MAX_BLOCKS; i++) {
-        struct SM_FN(slot) *s = &SM_FN(obj).slots[i];
+        struct SM_FN(slot) *s = &SM_FN(slots)[i];
         if (s->state != SM_FN(s_dirty) && s->state != SM_FN(s_purged))
             continue; /* empty, or busy: its purger records its deadline when it is done */
         uint64_t due = s->since_ms + 2 * decay;

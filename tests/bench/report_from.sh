@@ -2,8 +2,9 @@
 # bench/run.sh --from: a report written again from a run's results.json, and its "Against the best
 # peer" section, on a made-up run whose medians are known: per workload the fastest peer and the
 # instance's ratio to it (a peer that failed a workload does not count), the RSS ratios to glibc,
-# the geomean against the peer with the least geomean, the workloads behind; and a file that is not
-# a results.json refused with a one-line error. Runs nothing.
+# the geomean against the peer with the least geomean, the workloads behind and how their rounds
+# compare with the peer's; and a file that is not a results.json refused with a one-line error.
+# Runs nothing.
 # Prints `ok bench: report_from/<case>` or `not ok bench: report_from/<case>: <why>`. Env: SM_ROOT.
 for arg in "$@"; do
     case "$arg" in
@@ -12,8 +13,8 @@ for arg in "$@"; do
 usage: tests/bench/report_from.sh [-h|--help]        (one of the tests that tests/run.sh and make test run)
 
 Checks `bench/run.sh --from` on a made-up results.json: the report's "Against the best peer"
-section (best peer per workload, ratios, geomeans, the workloads behind), and the errors for a file
-that cannot be read or is not a results.json.
+section (best peer per workload, ratios, geomeans, the workloads behind and how their rounds
+compare), and the errors for a file that cannot be read or is not a results.json.
 Prints `ok bench: report_from/<case>` or `not ok bench: report_from/<case>: <why>`.
 
 Environment: SM_ROOT (repository root).
@@ -73,6 +74,9 @@ check fastest "fastest: **slow**; leanest: **glibc**"
 check geomean "time 2.000 (1 workloads) the fastest peer's"
 check behind "behind on w2 2.00x (slow), w1 1.20x (fast)"
 check heavy "Above 1.3x glibc's RSS: w1 1.50x."
+check why_every_round "- w2, 2.00x slow: behind on every round (0.800–0.800 s against 0.400–0.400)"
+check why_overlap "- w1, 1.20x fast: rounds overlap (0.550–0.700 s against 0.450–0.600)"
+check why_rss "- w1, RSS 1.50x glibc's: no measured reason yet"
 check machine "| sunmao commit | abc1234 |"
 check median "| 0.600 [0.550–0.700] ×0.60 |"
 # Bad input: a file that is not there, one that is not a results.json.

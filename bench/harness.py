@@ -262,6 +262,8 @@ def workloads():
           desc="a 256 MiB and a 64 MiB buffer grown by 1 MiB reallocs, content checked"),
         W("strgrow", "stress", ["strgrow", "300", "15000000", "2048", "8192", "16"],
           ["strgrow", "300", "3000000", "2048", "8192", "16"], desc="300 strings grown by 1..16 B reallocs to 2..8 KiB"),
+        W("keepgrow", "stress", ["keepgrow", "200000", "16", "1000", "16"], ["keepgrow", "50000", "16", "1000", "16"],
+          desc="200,000 strings grown by 1..16 B reallocs to 16..1000 B, all kept"),
         W("phases", "stress", ["phases", "300", "6"], ["phases", "64", "6"],
           desc="6 phases of 300 MiB of small objects of one size (64..4096 B), each freed before the next"),
         W("large", "stress", ["large", T, "150", "4", "16"], ["large", T, "30", "4", "16"],

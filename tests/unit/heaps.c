@@ -2,7 +2,9 @@
  * random work the tlsf kind's invariants are walked (blocks end to end to each span's sentinel, no
  * two free blocks adjacent, prev_size and PREV_FREE right, every free block listed once in the list
  * of its size, the bitmaps agree, at most one empty mapped span); the region kind's stack
- * discipline; reset and its retain; the limit; the spec parser; bad frees raised exactly once. */
+ * discipline, and a big block's span given back only when the block had it alone; reset and its
+ * retain, over the OS and over a caller's range of old bytes; the limit; the spec parser; bad frees
+ * raised exactly once. */
 #include <stdint.h>
 #include <sys/mman.h>
 #include <sunmao/policies/err/callback.h>
@@ -214,6 +216,67 @@ static void region_stack_discipline(void)
     sm_heap_delete(h);
 }
 
+/* A big block carved at the start of the current span (one a reset kept) shares that span with the
+ * blocks carved after it: its free leaves them their memory. A big block given a span of its own
+ * gives the span back at its free. */
+static void region_big_block_frees_only_its_own_span(void)
+{
+    sm_heap_t *h = make("region(chunk=64KB)");
+    if (!h)
+        return;
+    CHECK(sm_heap_alloc(h, 100, 16) != NULL);
+    sm_heap_empty(h); /* the span is kept and current again, empty */
+    sm_heap_span_t *kept = h->u.r.at;
+    char *big = sm_heap_alloc(h, 62000, 16), *small = sm_heap_alloc(h, 100, 16);
+    CHECKF(big == (char *)kept + SM_HEAP_SPAN_HDR + 16 && small > big && small < (char *)kept + kept->bytes,
+           "big %p small %p span %p", (void *)big, (void *)small, (void *)kept);
+    if (check_case_failed)
+        return;
+    fill(small, 100, 5);
+    CHECK(sm_heap_alloc(h, 8000, 16) != NULL && h->u.r.at != kept); /* no room left: a new current span */
+    size_t mapped = h->stats.mapped;
+    sm_heap_release(h, big, "test");
+    CHECKF(h->stats.mapped == mapped, "the shared span went back with the big block: %zu -> %zu mapped", mapped,
+           h->stats.mapped);
+    CHECK(filled(small, 100, 5));
+    char *alone = sm_heap_alloc(h, 62000, 16); /* the current span has no room: a span of its own */
+    CHECK(alone && h->stats.mapped == mapped + (64u << 10));
+    sm_heap_release(h, alone, "test");
+    CHECKF(h->stats.mapped == mapped, "a big block's own span stayed: %zu mapped, %zu before", h->stats.mapped, mapped);
+    CHECK(filled(small, 100, 5));
+    sm_heap_delete(h);
+}
+
+/* A heap over the caller's range reads nothing of the range's old bytes as its own state: the
+ * range, written all over before, is still the heap's one span after resets. */
+static void range_with_old_bytes(void)
+{
+    static char range[256u << 10] __attribute__((aligned(4096)));
+    const char *specs[] = { "tlsf", "region" };
+    for (int k = 0; k < 2 && !check_case_failed; k++) {
+        memset(range, 0x5a, sizeof range);
+        sm_heap_spec_t s;
+        const char *at;
+        CHECK(sm_heap_spec_parse(specs[k], &s, &at) == NULL);
+        sm_heap_t *h = sm_heap_new(&s, range, sizeof range);
+        CHECKF(h != NULL, "%s: no heap over the range", specs[k]);
+        if (!h)
+            return;
+        size_t mapped = h->stats.mapped;
+        for (int cycle = 0; cycle < 3; cycle++) {
+            char *p = sm_heap_alloc(h, 1000, 16);
+            CHECKF(p && p > range && p + 1000 <= range + sizeof range, "%s cycle %d: block %p outside the range",
+                   specs[k], cycle, (void *)p);
+            if (p)
+                fill(p, 1000, 9);
+            sm_heap_empty(h);
+            CHECKF(h->stats.mapped == mapped && h->spans && !h->spans->next, "%s cycle %d: %zu mapped, %zu before",
+                   specs[k], cycle, h->stats.mapped, mapped);
+        }
+        sm_heap_delete(h);
+    }
+}
+
 /* A heap reset per request maps nothing after the first cycle: each kind reuses what it kept. */
 static void cycles_reuse_kept_spans(void)
 {
@@ -416,6 +479,8 @@ int main(void)
     RUN_CASE(tlsf_invariants_under_random_work);
     RUN_CASE(tlsf_reset_keeps_retain);
     RUN_CASE(region_stack_discipline);
+    RUN_CASE(region_big_block_frees_only_its_own_span);
+    RUN_CASE(range_with_old_bytes);
     RUN_CASE(cycles_reuse_kept_spans);
     RUN_CASE(threads_share_a_heap);
     RUN_CASE(huge_blocks_register_one_page);

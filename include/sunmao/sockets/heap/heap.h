@@ -62,6 +62,8 @@ typedef struct sm_heap_span {
     uint32_t solo_bytes; /* how much is registered from `solo` (one or two pages) */
     uint8_t mapped;    /* 1: from sm_plat_map (given back with it); 0: the caller's range */
     uint8_t used;      /* 1: served a block since the last reset (or made since) */
+    uint8_t alone;     /* region: made or taken for one big block, which no other block shares
+                        * until a reset (region.h, sm_hr_alloc) */
 } sm_heap_span_t;
 #define SM_HEAP_SPAN_HDR 48u
 _Static_assert(sizeof(sm_heap_span_t) <= SM_HEAP_SPAN_HDR, "heap: the span header outgrew its room");
@@ -189,6 +191,7 @@ static SM_UNUSED sm_heap_span_t *sm_heap_span_new(sm_heap_t *h, size_t bytes, bo
     s->bytes = bytes;
     s->mapped = 1;
     s->used = 1;
+    s->alone = 0;
     s->prev = NULL;
     s->next = h->spans;
     if (h->spans)

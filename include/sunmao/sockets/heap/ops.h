@@ -68,10 +68,8 @@ static SM_UNUSED sm_heap_t *sm_heap_new(const sm_heap_spec_t *spec, void *base, 
         }
         h->in_range = true;
         h->reg_lo = first, h->reg_hi = last > first ? last : first;
+        memset(span, 0, sizeof *span); /* the caller's bytes: solo and ready must read 0 */
         span->bytes = span_bytes;
-        span->mapped = 0;
-        span->used = 0;
-        span->next = span->prev = NULL;
         h->spans = span;
         h->stats.mapped = span_bytes;
         if (h->kind == SM_HEAP_TLSF)

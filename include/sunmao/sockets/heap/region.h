@@ -70,6 +70,7 @@ static SM_UNUSED void *sm_hr_alloc(sm_heap_t *h, size_t n, size_t align)
         sm_heap_span_t *s = solo ? NULL : sm_hr_take_ready(h, need);
         if (!s && !(s = sm_heap_span_new(h, solo ? need : h->chunk, solo)))
             return NULL;
+        s->alone = 1; /* its free may give the span back (sm_hr_own_span) */
         sm_hr_start(h, s);
         p = sm_hr_carve(h, n, align);
         h->u.r.at = cur, h->u.r.cur = c, h->u.r.end = e;
@@ -104,7 +105,9 @@ static inline bool sm_hr_is_last(const sm_heap_t *h, const void *p)
 
 /* The span of its own a big block got (sm_hr_alloc), or NULL: found in the list, not by reading
  * below p, which may be any block's bytes. A solo span's block is the one whose header is in its
- * first registered page; an ordinary span counts when the block fills it. */
+ * first registered page; an ordinary span counts when it was given to this block alone (a big
+ * block carved at the start of the current span shares it with the blocks carved after it, and
+ * their memory must not go with it) and the block fills it. */
 static SM_UNUSED sm_heap_span_t *sm_hr_own_span(const sm_heap_t *h, const void *p)
 {
     size_t page = sm_plat_page_size();
@@ -115,7 +118,9 @@ static SM_UNUSED sm_heap_span_t *sm_hr_own_span(const sm_heap_t *h, const void *
         if (x->solo && x->solo == hdr_page)
             return x;
         if ((uintptr_t)x == s)
-            return x != h->u.r.at && x->mapped && x->bytes - SM_HEAP_SPAN_HDR - 16 - sm_hr_usable(p) < page ? x : NULL;
+            return x->alone && x != h->u.r.at && x->mapped && x->bytes - SM_HEAP_SPAN_HDR - 16 - sm_hr_usable(p) < page
+                       ? x
+                       : NULL;
     }
     return NULL;
 }
@@ -152,6 +157,7 @@ static SM_UNUSED bool sm_hr_resize(sm_heap_t *h, void *p, size_t n)
  * goes on through the others before a span is mapped. */
 static SM_UNUSED void sm_hr_keep(sm_heap_t *h, sm_heap_span_t *s)
 {
+    s->alone = 0; /* carved from again, by any block */
     if (!h->u.r.at) {
         sm_hr_start(h, s);
         return;

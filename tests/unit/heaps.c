@@ -216,6 +216,58 @@ static void region_stack_discipline(void)
     sm_heap_delete(h);
 }
 
+/* Random work on a region heap: small blocks, big ones (a quarter of a chunk and more, some past a
+ * chunk), frees in any order, reallocs, and a reset every so often; every live block's contents
+ * are checked after each free and before each reset, so memory given back under a live block
+ * faults or breaks a pattern. */
+static void region_random_work(void)
+{
+    sm_heap_t *h = make("region(chunk=64KB)");
+    if (!h)
+        return;
+    enum { N = 200 };
+    for (int step = 0; step < 40000 && !check_case_failed; step++) {
+        int i = (int)(rnd() % N);
+        uint64_t r = rnd();
+        if (step % 500 == 499) {
+            for (int j = 0; j < N; j++) {
+                if (slot[j])
+                    CHECKF(filled(slot[j], slot_len[j], (size_t)j), "block %d changed before a reset", j);
+                slot[j] = NULL;
+            }
+            sm_heap_empty(h);
+        } else if (!slot[i]) {
+            /* big: a quarter of a chunk and more, or a chunk to within a page (it may fill a span), or
+             * more than a chunk (a solo span) */
+            size_t n = r % 20 == 0 ? (16u << 10) + r % (48u << 10) : r % 20 == 1 ? 61400 + r % 4000
+                     : r % 97 == 0 ? (70u << 10) + r % 4096 : 1 + r % 700;
+            slot[i] = sm_heap_alloc(h, n, r % 11 == 0 ? 64 : 16);
+            CHECKF(slot[i] != NULL, "alloc %zu", n);
+            slot_len[i] = n;
+            if (slot[i])
+                fill(slot[i], n, (size_t)i);
+        } else if (r % 5 == 0) {
+            size_t n = 1 + rnd() % 3000;
+            void *q = sm_heap_resize(h, slot[i], n, "test");
+            size_t keep = n < slot_len[i] ? n : slot_len[i];
+            CHECKF(q && filled(q, keep, (size_t)i), "realloc %zu -> %zu lost the contents", slot_len[i], n);
+            slot[i] = q, slot_len[i] = n;
+            if (q)
+                fill(q, n, (size_t)i);
+        } else {
+            CHECKF(filled(slot[i], slot_len[i], (size_t)i), "block %d changed", i);
+            sm_heap_release(h, slot[i], "test");
+            slot[i] = NULL;
+            for (int j = 0; j < N && !check_case_failed; j++)
+                if (slot[j])
+                    CHECKF(filled(slot[j], slot_len[j], (size_t)j), "block %d changed after block %d's free", j, i);
+        }
+    }
+    for (int j = 0; j < N; j++)
+        slot[j] = NULL;
+    sm_heap_delete(h);
+}
+
 /* A big block carved at the start of the current span (one a reset kept) shares that span with the
  * blocks carved after it: its free leaves them their memory. A big block given a span of its own
  * gives the span back at its free. */
@@ -479,6 +531,7 @@ int main(void)
     RUN_CASE(tlsf_invariants_under_random_work);
     RUN_CASE(tlsf_reset_keeps_retain);
     RUN_CASE(region_stack_discipline);
+    RUN_CASE(region_random_work);
     RUN_CASE(region_big_block_frees_only_its_own_span);
     RUN_CASE(range_with_old_bytes);
     RUN_CASE(cycles_reuse_kept_spans);

@@ -120,6 +120,24 @@ static bool filled(const void *p, size_t n, size_t seed)
     return true;
 }
 
+/* The random tests' steps on slot i: realloc to n bytes (the common part kept, the block filled
+ * again), and free (its contents checked first). */
+static void resize_slot(sm_heap_t *h, int i, size_t n)
+{
+    void *q = sm_heap_resize(h, slot[i], n, "test");
+    size_t keep = n < slot_len[i] ? n : slot_len[i];
+    CHECKF(q && filled(q, keep, (size_t)i), "realloc %zu -> %zu lost the contents", slot_len[i], n);
+    slot[i] = q, slot_len[i] = n;
+    if (q)
+        fill(q, n, (size_t)i);
+}
+static void free_slot(sm_heap_t *h, int i)
+{
+    CHECKF(filled(slot[i], slot_len[i], (size_t)i), "block %d changed", i);
+    sm_heap_release(h, slot[i], "test");
+    slot[i] = NULL;
+}
+
 /* Random mallocs (some aligned, some beyond a chunk), frees and reallocs, invariants walked
  * every 500 steps and contents checked at every free. */
 static void tlsf_invariants_under_random_work(void)
@@ -139,18 +157,9 @@ static void tlsf_invariants_under_random_work(void)
             if (slot[i])
                 fill(slot[i], n, (size_t)i);
         } else if (r % 4 == 0) {
-            size_t n = 1 + rnd() % 4000;
-            void *q = sm_heap_resize(h, slot[i], n, "test");
-            CHECK(q != NULL);
-            size_t keep = n < slot_len[i] ? n : slot_len[i];
-            CHECKF(q && filled(q, keep, (size_t)i), "realloc %zu -> %zu lost the contents", slot_len[i], n);
-            slot[i] = q, slot_len[i] = n;
-            if (q)
-                fill(q, n, (size_t)i);
+            resize_slot(h, i, 1 + rnd() % 4000);
         } else {
-            CHECKF(filled(slot[i], slot_len[i], (size_t)i), "block %d changed", i);
-            sm_heap_release(h, slot[i], "test");
-            slot[i] = NULL;
+            free_slot(h, i);
         }
         if (step % 500 == 0)
             tlsf_check(h);
@@ -247,17 +256,9 @@ static void region_random_work(void)
             if (slot[i])
                 fill(slot[i], n, (size_t)i);
         } else if (r % 5 == 0) {
-            size_t n = 1 + rnd() % 3000;
-            void *q = sm_heap_resize(h, slot[i], n, "test");
-            size_t keep = n < slot_len[i] ? n : slot_len[i];
-            CHECKF(q && filled(q, keep, (size_t)i), "realloc %zu -> %zu lost the contents", slot_len[i], n);
-            slot[i] = q, slot_len[i] = n;
-            if (q)
-                fill(q, n, (size_t)i);
+            resize_slot(h, i, 1 + rnd() % 3000);
         } else {
-            CHECKF(filled(slot[i], slot_len[i], (size_t)i), "block %d changed", i);
-            sm_heap_release(h, slot[i], "test");
-            slot[i] = NULL;
+            free_slot(h, i);
             for (int j = 0; j < N && !check_case_failed; j++)
                 if (slot[j])
                     CHECKF(filled(slot[j], slot_len[j], (size_t)j), "block %d changed after block %d's free", j, i);

@@ -132,9 +132,9 @@ static struct {
     size_t blocks, bytes;     /* cached, busy included */
     uint64_t next_deadline;   /* earliest time a slot needs a purge or a return; read without lock */
 } SM_FN(obj) = { SM_SYNC_INIT, 0, 0, UINT64_MAX };
-/* The slots (under obj.lock), apart from obj: zero to start with, so they lie in .bss and a page of
- * them is resident only once a slot on it is used, where a part of obj's initialised data would
- * put all of them in the library's file-backed data (8 KiB with sunmao's 256 slots). */
+/* The slots (under obj.lock), apart from obj's initialised words: all zero, so they lie in .bss and
+ * a page of them becomes resident only when a slot on it is used (in obj, they were all in the
+ * library's file-backed data, resident in every process: docs/default-allocator.md). */
 static struct SM_FN(slot) SM_FN(slots)[SM_OPT_MAX_BLOCKS];
 
 SM_INLINE uint64_t SM_FN(now_ms)(void) { return sm_plat_now_ms(); }

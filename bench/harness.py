@@ -97,16 +97,11 @@ KNOWN_GAPS = {
         "medium blocks of which the program writes only the first and last bytes: reused free space has been "
         "written before, where a fresh block's middle pages were never touched (docs/default-allocator.md, "
         "nineteenth session)",
-    ("sunmao", "rss", "glibc-simple"):
-        "a small program: the library's own pages (about 0.3 MiB over glibc's floor) and a partly used slab "
-        "per class (docs/default-allocator.md, eleventh and nineteenth sessions)",
-    ("sunmao", "rss", "glibc-thread"):
-        "a small program: the library's own pages (about 0.3 MiB over glibc's floor) and a partly used slab "
-        "per class and CPU shard (docs/default-allocator.md, eleventh and nineteenth sessions)",
-    ("sunmao", "rss", "sh6bench"):
-        "a small program: the library's own pages (about 0.3 MiB over glibc's floor) and a partly used slab "
-        "per class (docs/default-allocator.md, eleventh and nineteenth sessions)",
 }
+SMALL_PROGRAM_RSS = ("a small program: the library's own pages (about 0.3 MiB over glibc's floor) and a partly used "
+                     "slab per class%s (docs/default-allocator.md, eleventh and nineteenth sessions)")
+KNOWN_GAPS.update({("sunmao", "rss", w): SMALL_PROGRAM_RSS % extra
+                   for w, extra in (("glibc-simple", ""), ("glibc-thread", " and CPU shard"), ("sh6bench", ""))})
 
 
 def rounds_verdict(s, best):
@@ -1136,9 +1131,8 @@ def against_peers_md(ap):
                   "bench/harness.py):" % i)
         md.append("")
         for w, gap, rounds, reason in why:
-            line = "- %s, %s" % (w, gap) + (": " + rounds if rounds else "")
-            md.append(line + ("; " if rounds else ": ") + reason if reason else
-                      line + ("" if rounds else ": no measured reason yet"))
+            said = "; ".join(x for x in (rounds, reason) if x) or "no measured reason yet"
+            md.append("- %s, %s: %s" % (w, gap, said))
         md.append("")
     md.append("| workload | fastest peer (s) | leanest peer (MiB) | " +
               " | ".join("%s: time / fastest, RSS / glibc, RSS / leanest" % i for i in ap["insts"]) + " |")

@@ -98,6 +98,20 @@
 #include <sunmao/layers/core/buddy_glk.h>
 #endif
 
+/* sunmao-sharded: one layer of thread-owned slabs in place of the two below
+ * (instances/sunmao-sharded.c). */
+#ifdef SM_INSTANCE_SHARDED
+#define SM_LAYER         sunmao_sharded
+#define SM_NEXT          sunmao_pages
+#define SM_SYNC          spinlock
+#define SM_SIZECLASS     tc5
+#define SM_ERR           warn
+#define SM_SIZE_MAX      (8u << 10)
+#define SM_OPT_SLAB_SIZE (64u << 10)
+#include <sunmao/layers/core/slab_sharded.h>
+#define SUNMAO_SMALL sunmao_sharded
+#else
+#define SUNMAO_SMALL sunmao_cache
 #define SM_LAYER         sunmao_slab
 #define SM_NEXT          sunmao_pages
 #define SM_SYNC          spinlock
@@ -164,13 +178,15 @@
 #include <sunmao/layers/addon/thread_cache.h>
 #endif
 
+#endif /* SM_INSTANCE_SHARDED */
+
 /* Included by another instance as its base (SM_INSTANCE_BASE): that instance composes the
  * layers it adds and the socket on top of sunmao_cache. */
 #ifndef SM_INSTANCE_BASE
 /* Heap profiling and leak reports (SUNMAO_CONF prof:true, docs/operations.md), off by default: then
  * one byte tested on each hit path (docs/operations.md, heap profiles). */
 #define SM_LAYER sunmao_prof
-#define SM_NEXT  sunmao_cache
+#define SM_NEXT  SUNMAO_SMALL
 #define SM_SYNC  mutex
 #define SM_ERR   warn
 #include <sunmao/layers/addon/prof.h>

@@ -56,6 +56,7 @@
 #define MX_PERF        26 /* perf_stat :: fk */
 #define MX_RSEQ        27 /* carrcache_rseq :: slab_lk :: fk */
 #define MX_HUGEPAGE    28 /* hugepage_glk :: fk */
+#define MX_SLAB_SHARDED 29 /* slab_sharded :: fk */
 
 #ifndef MX_COMP
 #error "options_matrix: build with -DMX_COMP=<composition> (see tests/build/options_matrix.sh)"
@@ -74,7 +75,7 @@
     MX_COMP == MX_TAIL || MX_COMP == MX_GUARD || MX_COMP == MX_DELAYED || MX_COMP == MX_ALIGNED || \
     MX_COMP == MX_BATCHED || MX_COMP == MX_CARR || MX_COMP == MX_COND || MX_COMP == MX_PROF || \
     MX_COMP == MX_SLAB_ARR || MX_COMP == MX_TARR || MX_COMP == MX_SZCLS || MX_COMP == MX_PERF || MX_COMP == MX_RSEQ || \
-    MX_COMP == MX_HUGEPAGE
+    MX_COMP == MX_HUGEPAGE || MX_COMP == MX_SLAB_SHARDED
 #define MX_HAS_FAKE 1
 #define SM_LAYER fk
 #include "tests/support/fake_next.h"
@@ -155,6 +156,18 @@
 #define SM_ERR callback
 #include MX_OPTS
 #include <sunmao/layers/core/slab_wf.h>
+
+#elif MX_COMP == MX_SLAB_SHARDED
+#define MX_MIN 1
+#define MX_MAX ((size_t)4 << 10)
+#define MX_BIG ((size_t)32 << 10)
+#define SM_LAYER ut
+#define SM_NEXT fk
+#define SM_SYNC spinlock
+#define SM_SIZECLASS tc
+#define SM_ERR callback
+#include MX_OPTS
+#include <sunmao/layers/core/slab_sharded.h>
 
 #elif MX_COMP == MX_WCET
 #define MX_MIN 1

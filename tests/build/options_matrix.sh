@@ -67,6 +67,12 @@ slab_wf|MX_SLAB_WF|SM_OPT_SLAB_SIZE=(16u << 10)|ut_shift == 14
 slab_wf|MX_SLAB_WF|SM_OPT_TLLABS=1|(mx_usable_of(16), mx_usable_of(32), ut_tls->owned == 1)
 slab_wf|MX_SLAB_WF|SM_OPT_MIN_OBJECTS=64|ut_obj.max_size < 1024
 slab_wf|MX_SLAB_WF|SM_OPT_DECAY_MS=5|
+slab_sharded|MX_SLAB_SHARDED|SM_OPT_SLAB_SIZE=(16u << 10)|ut_shift == 14
+slab_sharded|MX_SLAB_SHARDED|SM_OPT_MIN_OBJECTS=64|ut_obj.max_size <= 1024
+slab_sharded|MX_SLAB_SHARDED|SM_OPT_CARVE_BYTES=64|ut_obj.info[0].carve == 4
+slab_sharded|MX_SLAB_SHARDED|SM_OPT_SCAN_FULL=0|
+slab_sharded|MX_SLAB_SHARDED|SM_OPT_KEEP_EMPTY=0|
+slab_sharded|MX_SLAB_SHARDED|SM_OPT_DECAY_MS=5|
 wcet_stat|MX_WCET|SM_OPT_SAMPLE_EVERY=1|(ut_wcet_flush(), ut_wcet_samples(0) > 0)
 wcet_stat|MX_WCET|SM_OPT_REPORT_AT_EXIT=0|
 szcls_stat|MX_SZCLS|SM_OPT_PRINT_AT_EXIT=1|mx_szcls_mallocs() > 0

@@ -36,7 +36,8 @@ sm_need_bin "$P" || exit 1
 # leaves the quarantine, a double free at once (sunmao-secure's tag_then_dup is both: 2).
 # sunmao-percpu: its per-CPU stacks keep no link in the objects (0 0), and a cached object's tag
 # written over is seen when the object is popped (tag_then_dup: 1). sunmao-hugepage is sunmao with
-# another page heap under the same thread cache and slabs: sunmao's row.
+# another page heap under the same thread cache and slabs: sunmao's row. sunmao-sharded's slabs keep
+# their free lists in the objects, linked and tagged as a hardened thread cache's: 1 1 1 as well.
 # xthread_dup, xthread_exited: a cross-thread double free, reported once by every instance; except
 # that tlsf's first-fit heap hands the block freed first to the C library's own allocation in
 # pthread_create, so the second free frees that live block (nothing any allocator can see).
@@ -44,7 +45,7 @@ declare -A expect=(
     [sunmao]="1 1 1 1 1" [hslab]="1 1 1 1 1" [slabbuddy]="0 0 1 1 1" [tlsf]="0 0 1 0 1" [tlsfcc]="0 0 1 0 1"
     [wfslab]="0 0 1 1 1" [wfslabfl]="0 0 1 1 1" [wfslabm]="0 0 1 1 1" [wfslabs]="0 1 1 1 1"
     [hslabd]="1! 1! 1! 1! 1!" [tlsfccsd]="1! 1 1! 1! 1!" [sunmao-secure]="1 1 2 1 1"
-    [sunmao-percpu]="0 0 1 1 1" [sunmao-hugepage]="1 1 1 1 1"
+    [sunmao-percpu]="0 0 1 1 1" [sunmao-hugepage]="1 1 1 1 1" [sunmao-sharded]="1 1 1 1 1"
 )
 names=(uaf_link overflow_1 tag_then_dup xthread_dup xthread_exited)
 

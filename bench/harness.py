@@ -85,7 +85,8 @@ KNOWN_GAPS = {
     ("sunmao", "time", "purge-small"):
         "1 GiB of small blocks built and then torn down: every object crosses between the thread cache and the "
         "slabs both ways, 219 instructions an object's round trip against mimalloc's 75 (docs/default-allocator.md, "
-        "eighteenth session)",
+        "eighteenth session); thread-owned slabs instead (libsunmao-sharded) were 1.21x slower here and 1.07x "
+        "over the suite (twentieth session)",
     ("sunmao", "time", "pygrow"):
         "python's own work is the same; 5% more instructions than under tcmalloc, 35 M of the 81 M more in free's "
         "hit path (51 instructions against tcmalloc's 35, 2.2 M frees; callgrind, docs/default-allocator.md, "

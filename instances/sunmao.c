@@ -108,6 +108,7 @@
 #define SM_ERR           warn
 #define SM_SIZE_MAX      (8u << 10)
 #define SM_OPT_SLAB_SIZE (64u << 10)
+#define SM_OPT_DECAY_MS  250 /* the clock of the layers below */
 #include <sunmao/layers/core/slab_sharded.h>
 #define SUNMAO_SMALL sunmao_sharded
 #else

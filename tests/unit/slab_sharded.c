@@ -399,6 +399,38 @@ static void test_thread_exit(void)
         CHECKF(sk_obj.abandoned[i] == NULL, "class %u: an abandoned slab whose objects all came back", i);
 }
 
+/* A thread's slabs of one class all freed by another thread, then the thread allocates only
+ * another class: before it has taken many more slabs, it finds the first class's slabs empty (a
+ * collection) and they serve the new class, no remote free left waiting in its full slabs. */
+static void *free_handed_sk(void *arg)
+{
+    size_t n = (size_t)(uintptr_t)arg;
+    for (size_t i = 0; i < n; i++)
+        sk_t_free(handed[i]);
+    return NULL;
+}
+static void test_collect(void)
+{
+    sk_thread_exit(); /* a heap of its own for this case */
+    for (size_t i = 0; i < 2000; i++)
+        CHECK((handed[i] = sk_t_alloc(48)) != NULL);
+    size_t before = sk_obj.slabs;
+    pthread_t t;
+    CHECK(pthread_create(&t, NULL, free_handed_sk, (void *)(uintptr_t)2000) == 0 && pthread_join(t, NULL) == 0);
+    enum { BIG = 640 }; /* 40 slabs' worth of 1 KiB objects */
+    static char *big[BIG];
+    for (int i = 0; i < BIG; i++) {
+        CHECK((big[i] = sk_t_alloc(1024)) != NULL);
+        check_fill(big[i], 1024, (unsigned)i);
+    }
+    size_t made = sk_obj.slabs - before;
+    CHECKF(made <= 40 - 4, "%zu new slabs for 40 slabs' worth: the emptied ones not collected", made);
+    for (int i = 0; i < BIG; i++) {
+        CHECK(check_verify(big[i], 1024, (unsigned)i));
+        sk_t_free(big[i]);
+    }
+}
+
 /* Eight threads on two cores, half of the frees remote through shared slots, on the stack whose
  * slabs change hands all the time; every object filled and checked; a count of live objects; the
  * census and the statistics. */
@@ -555,6 +587,7 @@ int main(void)
     RUN_CASE(test_remote_frees);
     RUN_CASE(test_write_after_free);
     RUN_CASE(test_thread_exit);
+    RUN_CASE(test_collect);
     RUN_CASE(test_threads);
     RUN_CASE(test_release);
     RUN_CASE(test_fork);

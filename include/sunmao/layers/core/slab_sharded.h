@@ -162,6 +162,7 @@ struct SM_FN(heap) {
     struct SM_FN(slab) *avail[SM_FN(classes)], *full[SM_FN(classes)]; /* circular, doubly linked */
     struct SM_FN(slab) *spare[SM_FN(classes)]; /* emptied slabs kept, objects on their lists */
     unsigned nspare;          /* over all classes, at most SM_OPT_KEEP_EMPTY */
+    size_t collect_in;        /* slabs the heap may still take before it collects (below) */
     struct SM_FN(heap) *next; /* in the spare list (lock) */
     uint64_t seed;
 };
@@ -533,6 +534,34 @@ SM_SLOWPATH struct SM_FN(slab) *SM_FN(fresh_slab)(struct SM_FN(heap) *t, unsigne
     return s;
 }
 
+/* Before the heap takes another slab: other threads' frees into its full slabs of every class (a
+ * class it no longer allocates from is never refilled, so they would wait there for its exit).
+ * Slabs all of whose objects came back go to the layer's empty lists, the others with frees to
+ * avail. Every full slab is looked at once per collection, and a collection comes after half as
+ * many slabs taken as it looked at: amortised, a slab taken pays for a few looks. */
+SM_SLOWPATH void SM_FN(collect)(struct SM_FN(heap) *t)
+{
+    size_t looked = 0;
+    for (unsigned i = 0; i < SM_FN(classes); i++) {
+        struct SM_FN(slab) *s = t->full[i], *stop = s ? s->prev : NULL;
+        while (s) {
+            struct SM_FN(slab) *n = s == stop ? NULL : s->next;
+            looked++;
+            if (__atomic_load_n(&s->remote, __ATOMIC_RELAXED) && SM_FN(take_remote)(s)) {
+                SM_FN(list_remove)(&t->full[i], s);
+                if (s->used) {
+                    SM_FN(list_push)(&t->avail[i], s, SM_FN(avail));
+                } else {
+                    sm_stats_thread_bytes[1] += SM_FN(free_bytes)(s);
+                    SM_FN(retire)(s);
+                }
+            }
+            s = n;
+        }
+    }
+    t->collect_in = looked / 2 > 16 ? looked / 2 : 16;
+}
+
 /* An abandoned slab of class cls, now t's, or NULL. */
 SM_SLOWPATH struct SM_FN(slab) *SM_FN(adopt)(struct SM_FN(heap) *t, unsigned cls)
 {
@@ -592,6 +621,16 @@ SM_SLOWPATH void *SM_FN(refill)(struct SM_FN(heap) *t, unsigned cls)
             goto install;
         SM_FN(list_push)(&t->full[cls], s, SM_FN(full));
     }
+    if (t->collect_in == 0) {
+        SM_FN(collect)(t);
+        if ((s = t->avail[cls]) != NULL) {
+            SM_FN(list_remove)(&t->avail[cls], s);
+            if (SM_FN(refill_slab)(s))
+                goto install;
+            SM_FN(list_push)(&t->full[cls], s, SM_FN(full));
+        }
+    }
+    t->collect_in--;
     if (!(s = SM_FN(fresh_slab)(t, cls)))
         return NULL;
     SM_FN(refill_slab)(s); /* an empty slab: it has every object */
@@ -619,6 +658,7 @@ SM_SLOWPATH struct SM_FN(heap) *SM_FN(heap_make)(void)
     for (unsigned i = 0; i < SM_FN(classes); i++)
         t->cur[i] = &SM_FN(none_slab), t->avail[i] = t->full[i] = t->spare[i] = NULL;
     t->nspare = 0;
+    t->collect_in = 16;
     t->seed = sm_secret() ^ (uintptr_t)t ^ (uintptr_t)&t;
     if (sm_conf.fill)
         return SM_FN(fill_heap) = t;

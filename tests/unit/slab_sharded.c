@@ -233,23 +233,14 @@ static void test_bad_frees(void)
 /* One thread allocates, another frees everything (remote frees): the objects come back to their
  * slabs and are handed out again, no new slab made. A double free by the other thread is caught. */
 static char *handed[4096];
+static void (*handed_free)(void *) = ss_t_free; /* the stack handed[] came from */
 static void *free_all(void *arg)
 {
     size_t n = (size_t)(uintptr_t)arg;
     for (size_t i = 0; i < n; i++) {
         if (!check_verify(handed[i], 48, (unsigned)i))
             return (void *)1;
-        ss_t_free(handed[i]);
-    }
-    return NULL;
-}
-static void *free_all_sk(void *arg)
-{
-    size_t n = (size_t)(uintptr_t)arg;
-    for (size_t i = 0; i < n; i++) {
-        if (!check_verify(handed[i], 48, (unsigned)i))
-            return (void *)1;
-        sk_t_free(handed[i]);
+        handed_free(handed[i]);
     }
     return NULL;
 }
@@ -402,21 +393,19 @@ static void test_thread_exit(void)
 /* A thread's slabs of one class all freed by another thread, then the thread allocates only
  * another class: before it has taken many more slabs, it finds the first class's slabs empty (a
  * collection) and they serve the new class, no remote free left waiting in its full slabs. */
-static void *free_handed_sk(void *arg)
-{
-    size_t n = (size_t)(uintptr_t)arg;
-    for (size_t i = 0; i < n; i++)
-        sk_t_free(handed[i]);
-    return NULL;
-}
 static void test_collect(void)
 {
     sk_thread_exit(); /* a heap of its own for this case */
-    for (size_t i = 0; i < 2000; i++)
+    for (size_t i = 0; i < 2000; i++) {
         CHECK((handed[i] = sk_t_alloc(48)) != NULL);
+        check_fill(handed[i], 48, (unsigned)i);
+    }
     size_t before = sk_obj.slabs;
     pthread_t t;
-    CHECK(pthread_create(&t, NULL, free_handed_sk, (void *)(uintptr_t)2000) == 0 && pthread_join(t, NULL) == 0);
+    void *r = (void *)1;
+    handed_free = sk_t_free;
+    CHECK(pthread_create(&t, NULL, free_all, (void *)(uintptr_t)2000) == 0 && pthread_join(t, &r) == 0 && r == NULL);
+    handed_free = ss_t_free;
     enum { BIG = 640 }; /* 40 slabs' worth of 1 KiB objects */
     static char *big[BIG];
     for (int i = 0; i < BIG; i++) {
@@ -431,92 +420,31 @@ static void test_collect(void)
     }
 }
 
-/* Eight threads on two cores, half of the frees remote through shared slots, on the stack whose
- * slabs change hands all the time; every object filled and checked; a count of live objects; the
- * census and the statistics. */
-static _Atomic(char *) shared[128]; /* a handed-over object holds its size in its first word */
-static atomic_long live_objects;
-static void *stress(void *arg)
-{
-    unsigned seed = (unsigned)(uintptr_t)arg * 2654435761u + 7;
-    enum { SLOTS = 64, OPS = 40000 };
-    char *ptr[SLOTS] = { 0 };
-    size_t size[SLOTS];
-    long bad = 0;
-    for (int op = 0; op < OPS; op++) {
-        unsigned i = rnd(&seed) % SLOTS;
-        if (ptr[i]) {
-            bad += !check_verify(ptr[i], size[i], i);
-            if (size[i] >= 16 && rnd(&seed) % 2) { /* hand it over, free what was there */
-                unsigned k = rnd(&seed) % 128;
-                char *old = atomic_exchange(&shared[k], NULL);
-                if (old) {
-                    size_t on;
-                    memcpy(&on, old, sizeof on);
-                    bad += !check_verify(old + 8, on - 8, (unsigned)on);
-                    sk_t_free(old);
-                    atomic_fetch_sub(&live_objects, 1);
-                }
-                memcpy(ptr[i], &size[i], sizeof size[i]);
-                check_fill(ptr[i] + 8, size[i] - 8, (unsigned)size[i]);
-                char *expect = NULL;
-                if (!atomic_compare_exchange_strong(&shared[k], &expect, ptr[i])) {
-                    sk_t_free(ptr[i]);
-                    atomic_fetch_sub(&live_objects, 1);
-                }
-            } else {
-                sk_t_free(ptr[i]);
-                atomic_fetch_sub(&live_objects, 1);
-            }
-            ptr[i] = NULL;
-        } else {
-            size[i] = 1 + rnd(&seed) % (rnd(&seed) % 4 ? 256 : 2048);
-            ptr[i] = sk_t_alloc(size[i]);
-            if (!ptr[i])
-                return (void *)-1;
-            atomic_fetch_add(&live_objects, 1);
-            check_fill(ptr[i], size[i], i);
-        }
-    }
-    for (unsigned i = 0; i < SLOTS; i++)
-        if (ptr[i]) {
-            bad += !check_verify(ptr[i], size[i], i);
-            sk_t_free(ptr[i]);
-            atomic_fetch_sub(&live_objects, 1);
-        }
-    return (void *)(intptr_t)bad;
-}
+/* Eight threads on two cores, half of the frees remote through shared slots (tests/support/
+ * handover_stress.h), on the stack whose slabs change hands all the time; every object filled and
+ * checked; a count of live objects; the statistics while objects wait in the slots; the census. */
+#define HANDOVER_ALLOC(n) ((char *)sk_t_alloc(n))
+#define HANDOVER_FREE(p)  sk_t_free(p)
+#include "tests/support/handover_stress.h"
 static void test_threads(void)
 {
     memset(&errs, 0, sizeof errs);
     sm_err_callback_set(on_error);
-    check_threads(8, stress);
-    size_t kept = 0;
-    for (unsigned k = 0; k < 128; k++)
-        kept += atomic_load(&shared[k]) != NULL;
+    check_threads(8, handover_stress);
+    size_t want = 0, kept = 0;
+    for (unsigned k = 0; k < 128; k++) {
+        char *p = atomic_load(&handover_shared[k]);
+        if (p)
+            want += sk_t_usable(p), kept++;
+    }
     sm_stats_t st;
     memset(&st, 0, sizeof st);
     sk_stats(&st);
-    size_t want = 0;
-    for (unsigned k = 0; k < 128; k++) {
-        char *p = atomic_load(&shared[k]);
-        if (p)
-            want += sk_t_usable(p);
-    }
     CHECKF(st.layer[0].in_use == want, "stats: %zu bytes in use, %zu held in %zu handed-over objects",
            st.layer[0].in_use, want, kept);
-    for (unsigned k = 0; k < 128; k++) {
-        char *p = atomic_exchange(&shared[k], NULL);
-        if (p) {
-            size_t n;
-            memcpy(&n, p, sizeof n);
-            CHECKF(check_verify(p + 8, n - 8, (unsigned)n), "handed-over object %p corrupted", (void *)p);
-            sk_t_free(p);
-            atomic_fetch_sub(&live_objects, 1);
-        }
-    }
-    CHECKF(atomic_load(&live_objects) == 0 && errs.calls == 0 && ft_obj.bad_frees == 0,
-           "live %ld, errors %d (kind %d), bad frees below %lu", atomic_load(&live_objects), errs.calls, (int)errs.kind,
+    CHECK(handover_drain() == 0);
+    CHECKF(atomic_load(&handover_live) == 0 && errs.calls == 0 && ft_obj.bad_frees == 0,
+           "live %ld, errors %d (kind %d), bad frees below %lu", atomic_load(&handover_live), errs.calls, (int)errs.kind,
            ft_obj.bad_frees);
     sm_err_callback_set(NULL);
     sm_release_t rq = sm_release_request(0, SM_RELEASE_ALL);
@@ -539,7 +467,9 @@ static void test_release(void)
     void *r = (void *)1;
     /* freed by a thread of its own, which then exits: the slabs are emptied through their remote
      * lists, then abandoned, then found empty by release */
-    CHECK(pthread_create(&t, NULL, free_all_sk, (void *)(uintptr_t)1000) == 0 && pthread_join(t, &r) == 0 && r == NULL);
+    handed_free = sk_t_free;
+    CHECK(pthread_create(&t, NULL, free_all, (void *)(uintptr_t)1000) == 0 && pthread_join(t, &r) == 0 && r == NULL);
+    handed_free = ss_t_free;
     sk_thread_exit();
     unsigned long purges = ft_obj.purges;
     sm_release_t rq = sm_release_request(0, SM_RELEASE_ALL);

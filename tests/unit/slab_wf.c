@@ -230,75 +230,20 @@ static void test_tllabs_bound(void)
     CHECKF(st_census(&found, &busy), "census: %zu of %zu slabs found, %zu with live objects", found, st_obj.slabs, busy);
 }
 
-/* Eight threads on two cores, half of the frees remote through shared slots, on the stack that
- * detaches all the time; every object filled and checked; a count of live objects; the census. */
-static _Atomic(char *) shared[128]; /* a handed-over object holds its size in its first word */
-static atomic_long live;
-static void *stress(void *arg)
-{
-    unsigned seed = (unsigned)(uintptr_t)arg * 2654435761u + 7;
-    enum { SLOTS = 64, OPS = 40000 };
-    char *ptr[SLOTS] = { 0 };
-    size_t size[SLOTS];
-    long bad = 0;
-    for (int op = 0; op < OPS; op++) {
-        unsigned i = rnd(&seed) % SLOTS;
-        if (ptr[i]) {
-            bad += !check_verify(ptr[i], size[i], i);
-            if (size[i] >= 16 && rnd(&seed) % 2) { /* hand it over, free what was there */
-                unsigned k = rnd(&seed) % 128;
-                char *old = atomic_exchange(&shared[k], NULL);
-                if (old) {
-                    size_t on;
-                    memcpy(&on, old, sizeof on);
-                    bad += !check_verify(old + 8, on - 8, (unsigned)on);
-                    st_t_free(old);
-                    atomic_fetch_sub(&live, 1);
-                }
-                memcpy(ptr[i], &size[i], sizeof size[i]);
-                check_fill(ptr[i] + 8, size[i] - 8, (unsigned)size[i]);
-                char *expect = NULL;
-                if (!atomic_compare_exchange_strong(&shared[k], &expect, ptr[i])) {
-                    st_t_free(ptr[i]);
-                    atomic_fetch_sub(&live, 1);
-                }
-            } else {
-                st_t_free(ptr[i]);
-                atomic_fetch_sub(&live, 1);
-            }
-            ptr[i] = NULL;
-        } else {
-            size[i] = 1 + rnd(&seed) % (rnd(&seed) % 4 ? 256 : 2048);
-            ptr[i] = st_t_alloc(size[i]);
-            if (!ptr[i])
-                return (void *)-1;
-            atomic_fetch_add(&live, 1);
-            check_fill(ptr[i], size[i], i);
-        }
-    }
-    for (unsigned i = 0; i < SLOTS; i++)
-        if (ptr[i]) {
-            bad += !check_verify(ptr[i], size[i], i);
-            st_t_free(ptr[i]);
-            atomic_fetch_sub(&live, 1);
-        }
-    return (void *)(intptr_t)bad;
-}
+/* Eight threads on two cores, half of the frees remote through shared slots (tests/support/
+ * handover_stress.h), on the stack that detaches all the time; every object filled and checked; a
+ * count of live objects; the census. */
+#define HANDOVER_ALLOC(n) ((char *)st_t_alloc(n))
+#define HANDOVER_FREE(p)  st_t_free(p)
+#include "tests/support/handover_stress.h"
 static void test_threads(void)
 {
     memset(&errs, 0, sizeof errs);
-    check_threads(8, stress);
-    for (unsigned k = 0; k < 128; k++) {
-        char *p = atomic_exchange(&shared[k], NULL);
-        if (p) {
-            size_t n;
-            memcpy(&n, p, sizeof n);
-            CHECKF(check_verify(p + 8, n - 8, (unsigned)n), "handed-over object %p corrupted", (void *)p);
-            st_t_free(p);
-            atomic_fetch_sub(&live, 1);
-        }
-    }
-    CHECKF(atomic_load(&live) == 0 && errs.calls == 0 && ft_obj.bad_frees == 0, "live %ld, errors %d (kind %d), bad frees below %lu", atomic_load(&live), errs.calls, (int)errs.kind, ft_obj.bad_frees);
+    check_threads(8, handover_stress);
+    CHECK(handover_drain() == 0);
+    CHECKF(atomic_load(&handover_live) == 0 && errs.calls == 0 && ft_obj.bad_frees == 0,
+           "live %ld, errors %d (kind %d), bad frees below %lu", atomic_load(&handover_live), errs.calls, (int)errs.kind,
+           ft_obj.bad_frees);
     size_t found, busy;
     CHECKF(st_census(&found, &busy), "census: %zu of %zu slabs found, %zu with live objects", found, st_obj.slabs, busy);
 }
